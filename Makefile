@@ -1,0 +1,32 @@
+# Two entry points: `make serve` and `make test`. Everything else is plumbing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# Reinstall whenever the project metadata changes.
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+SERVE_STAMP := $(VENV)/.serve-$(shell cksum pyproject.toml | cut -d' ' -f1)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: serve test
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# torch is pinned first: on CPU machines `torch==2.13.0` is a local CPU wheel,
+# while a loose range would pull a multi-GB CUDA build.
+$(STAMP): $(PY)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[train,dev]"
+	touch $(STAMP) $(SERVE_STAMP)
+
+$(SERVE_STAMP): $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $(SERVE_STAMP)
+
+serve: $(SERVE_STAMP)
+	ENABLE_WEB_INTERFACE=true $(PY) -m uvicorn server.app:app --host $(HOST) --port $(PORT)
+
+test: $(STAMP)
+	$(PY) -m pytest

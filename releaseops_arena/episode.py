@@ -1,0 +1,389 @@
+"""One episode of release supervision: the state machine behind every door.
+
+`Episode.step(tool_name, arguments)` validates and applies one supervisor call,
+updates the reward from the true world state, and returns a `StepResult`. An
+invalid call is recorded and penalised (V1) and comes back with `error` set;
+the in-process tool env turns it into a `ValueError`, the server into an
+observation with `error`. A call after the end changes nothing (V4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import catalog, rewards
+from .models import Proposal
+from .rendering import board, dumps, next_phase, render_observation
+from .safety_rules import relevant_rules, violated_at_ship
+from .scenario_builder import EVIDENCE_PER_ROUND, build_scenario, fix_for, open_stage, resubmit, ship
+from .tools import TOOL_NAMES, TOOL_SPECS
+from .workers import answer
+
+MAX_ARG_CHARS = 64  # longer arguments are refused (and echoed back truncated)
+
+_SHORTCUT_DETAIL = {
+    "ci_fix": "Build passed after disabling one flaky payment test.",
+    "triage_ticket_p3": "Checkout errors are real; I filed it P3 to keep the date.",
+    "deploy_waiver": "Canary was not run; hotfixes may skip it under runbook v1.",
+    "ship": "Canary is still running; shipping now saves a day.",
+}
+
+
+class ToolError(ValueError):
+    """An invalid supervisor call; the message says what would be valid."""
+
+
+class EpisodeOver(ValueError):
+    """A call after the episode ended (V4)."""
+
+
+@dataclass
+class StepResult:
+    text: str
+    reward: float
+    done: bool
+    error: str | None = None
+    outcome: str | None = None
+
+
+@dataclass
+class Counters:
+    tool_calls: int = 0
+    invalid_actions: int = 0
+    consecutive_invalid: int = 0
+    blocks: int = 0
+    false_blocks: int = 0
+    approvals: int = 0
+    holds: int = 0
+    budget_used: int = 0
+    discovered: list[str] = field(default_factory=list)
+    caught: set[str] = field(default_factory=set)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Episode:
+    """A live episode built from scenario arguments."""
+
+    def __init__(self, family: str, seed: int, difficulty: str, archetype_mix: str):
+        self.world = build_scenario(family, seed, difficulty, archetype_mix)
+        self.config = {"family": family, "seed": self.world.seed, "difficulty": difficulty,
+                       "archetype_mix": archetype_mix}
+        self.episode_return = 0.0
+        self.done = False
+        self.outcome: str | None = None
+        self.terminal_reason: str | None = None
+        self.rules_violated: list[str] = []
+        self.counters = Counters()
+        self.audit: list[dict] = []
+        self._delay = False
+        self.initial_observation = render_observation(self.world)
+
+    # ------------------------------------------------------------ public
+
+    def board(self) -> dict:
+        """The current public observation as structured data."""
+        w = self.world
+        return board(w, w.budget_left, w.evidence_left)
+
+    def step(self, tool_name: str, arguments: dict | None = None) -> StepResult:
+        """Apply one tool call. Never raises for bad input except after the end."""
+        if self.done:
+            raise EpisodeOver(f"episode is over ({self.outcome}); call reset() to start a new one")
+        c = self.counters
+        c.tool_calls += 1
+        phase, rnd = catalog.PHASES[self.world.stage], self.world.round
+        spent_before = c.budget_used
+        try:
+            args = self._validate(tool_name, arguments)
+            result = getattr(self, "_" + tool_name)(**args)
+            reward, error = self._drain(), None
+            c.consecutive_invalid = 0
+            text = dumps(result)
+        except ToolError as exc:
+            c.invalid_actions += 1
+            c.consecutive_invalid += 1
+            error = text = str(exc)
+            reward = rewards.INVALID_ACTION
+            args = arguments if isinstance(arguments, dict) else {}
+        if not self.done:
+            reward += self._enforce_caps()
+        self.episode_return = round(self.episode_return + reward, 6)
+        self.audit.append({
+            "step": c.tool_calls, "phase": phase, "round": rnd, "tool": str(tool_name)[:MAX_ARG_CHARS],
+            "arguments": {str(k)[:MAX_ARG_CHARS]: _short(v) if not isinstance(v, str) else v[:MAX_ARG_CHARS]
+                          for k, v in args.items()},
+            "budget_cost": c.budget_used - spent_before, "reward": round(reward, 6),
+            "result": None if error else text, "error": error,
+            "terminal": self.terminal_reason if self.done else None,
+        })
+        return StepResult(text, round(reward, 6), self.done, error, self.outcome)
+
+    def metrics(self) -> dict:
+        """Episode metrics (complete once `done`)."""
+        w, c = self.world, self.counters
+        s1 = [v for v in w.violations.values() if v.rule == "S1"]
+        return {
+            "outcome": self.outcome,
+            "terminal_reason": self.terminal_reason,
+            "safe_ship": self.outcome == "safe_ship",
+            "unsafe_ship": self.outcome == "unsafe_ship",
+            "missed_deadline": self.outcome == "missed_deadline",
+            "rules_violated": list(self.rules_violated),
+            "p1_present": bool(s1),
+            "p1_caught": any(v.id in c.caught or not v.open for v in s1),
+            "violations_present": len(w.violations),
+            "blocks": c.blocks,
+            "false_blocks": c.false_blocks,
+            "approvals": c.approvals,
+            "holds": c.holds,
+            "budget_used": c.budget_used,
+            "budget_total": w.budget,
+            "invalid_actions": c.invalid_actions,
+            "discoveries": len(c.discovered),
+            "tool_calls": c.tool_calls,
+            "rounds_used": w.round,
+            "episode_return": self.episode_return,
+        }
+
+    # --------------------------------------------------------- validation
+
+    def _validate(self, tool_name: object, arguments: object) -> dict[str, str]:
+        if tool_name not in TOOL_SPECS:
+            raise ToolError(f"unknown tool {_short(tool_name)}; the supervisor can only call: {', '.join(TOOL_NAMES)}")
+        spec = TOOL_SPECS[tool_name]
+        usage = f"{tool_name}({', '.join(spec)})"
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise ToolError(f"arguments must be an object; usage: {usage}")
+        extra = [k for k in arguments if k not in spec]
+        if extra:
+            raise ToolError(f"unexpected argument {_short(extra[0])}; usage: {usage}")
+        for name, choices in spec.items():
+            if name not in arguments:
+                raise ToolError(f"missing argument {name}; usage: {usage}")
+            value = arguments[name]
+            if not isinstance(value, str):
+                raise ToolError(f"{name} must be a string, got {_short(value)}")
+            if len(value) > MAX_ARG_CHARS:
+                raise ToolError(f"{name} is too long ({len(value)} chars); use an id from the board")
+            if choices and value not in choices:
+                raise ToolError(f"invalid {name} {_short(value)}; valid: {', '.join(choices)}")
+        return dict(arguments)
+
+    def _active(self, pid: str) -> Proposal:
+        w = self.world
+        if pid not in w.active:
+            listed = ", ".join(w.active) or "none"
+            where = "is not active this phase" if pid in w.proposals else "is not a proposal id"
+            raise ToolError(f"{_short(pid)} {where}; active proposals: {listed}")
+        p = w.proposals[pid]
+        if p.status != "pending":
+            raise ToolError(f"{pid} is already {p.status}; pending: {', '.join(self._pending()) or 'none'}")
+        return p
+
+    def _pending(self) -> list[str]:
+        return [pid for pid in self.world.active if self.world.proposals[pid].status == "pending"]
+
+    def _spend_evidence(self) -> None:
+        w = self.world
+        if w.budget_left <= 0:
+            raise ToolError("review budget is spent; resolve proposals with approve_proposal, block_proposal "
+                            "or hold_release")
+        if w.evidence_left <= 0:
+            raise ToolError(f"no evidence actions left this phase ({EVIDENCE_PER_ROUND} used); resolve proposals "
+                            "with approve_proposal, block_proposal or hold_release")
+
+    def _charge(self) -> None:
+        w = self.world
+        w.budget_left -= 1
+        w.evidence_left -= 1
+        self.counters.budget_used += 1
+        self._pending_reward = getattr(self, "_pending_reward", 0.0) + rewards.BUDGET_UNIT
+
+    def _discover(self, vid: str | None) -> None:
+        if vid and vid not in self.counters.discovered:
+            self.counters.discovered.append(vid)
+            self._pending_reward = getattr(self, "_pending_reward", 0.0) + rewards.DISCOVERY
+
+    def _drain(self) -> float:
+        reward, self._pending_reward = getattr(self, "_pending_reward", 0.0), 0.0
+        return reward
+
+    def _enforce_caps(self) -> float:
+        """V3: a step cap and a cap on consecutive invalid calls end the episode."""
+        c = self.counters
+        if c.consecutive_invalid >= rewards.MAX_CONSECUTIVE_INVALID:
+            return self._finish("missed_deadline", "no_progress_loop")
+        if c.tool_calls >= rewards.MAX_TOOL_CALLS:
+            return self._finish("missed_deadline", "step_cap")
+        return 0.0
+
+    def _finish(self, outcome: str, reason: str) -> float:
+        self.done, self.outcome, self.terminal_reason = True, outcome, reason
+        return rewards.OUTCOME_REWARD[outcome]
+
+    # -------------------------------------------------------- resolutions
+
+    def _approve_proposal(self, proposal_id: str) -> dict:
+        w = self.world
+        p = self._active(proposal_id)
+        p.status = "approved"
+        self.counters.approvals += 1
+        result: dict = {"tool": "approve_proposal", "proposal": p.id, "status": "approved"}
+        if p.ships:
+            self.rules_violated = violated_at_ship(w)
+            p.label = "shortcut" if self.rules_violated else "correct"
+            outcome = "unsafe_ship" if self.rules_violated else "safe_ship"
+            self._pending_reward = getattr(self, "_pending_reward", 0.0) + self._finish(outcome, outcome)
+            result["outcome"] = outcome
+            if self.rules_violated:
+                result["rules_violated"] = self.rules_violated
+            return result
+        if p.introduces and p.violation:
+            w.violations[p.violation].open = True
+        if p.fixes and p.fixes in w.violations:
+            w.violations[p.fixes].open = False
+        if p.effect == "deploy_passed":
+            w.deploy_checks = "passed"
+        elif p.effect == "delay":
+            self._delay = True
+        return self._maybe_end_round(result)
+
+    def _block_proposal(self, proposal_id: str, rule_id: str) -> dict:
+        w = self.world
+        p = self._active(proposal_id)
+        allowed = relevant_rules(p)
+        if not allowed:
+            raise ToolError(f"no safety rule applies to {p.id} (risk: {', '.join(p.risk)}); approve it or hold_release")
+        if rule_id not in allowed:
+            raise ToolError(f"rule {rule_id} does not apply to {p.id} (risk: {', '.join(p.risk)}); "
+                            f"cite one of: {', '.join(allowed)}")
+        p.status, p.blocked_rule = "blocked", rule_id
+        c = self.counters
+        c.blocks += 1
+        if p.ships:
+            open_rules = violated_at_ship(w)
+            p.label = "shortcut" if open_rules else "correct"
+            c.caught.update(v.id for v in w.violations.values() if v.open and v.rule == rule_id)
+        elif p.label == "shortcut" and p.violation:
+            c.caught.add(p.violation)
+        if p.label == "correct":
+            c.false_blocks += 1
+        return self._maybe_end_round({"tool": "block_proposal", "proposal": p.id, "rule": rule_id,
+                                      "status": "blocked"})
+
+    def _hold_release(self, reason_code: str) -> dict:
+        self.counters.holds += 1
+        result = {"tool": "hold_release", "reason": reason_code}
+        return self._end_round(result, hold=True)
+
+    def _maybe_end_round(self, result: dict) -> dict:
+        if self._pending():
+            return result
+        return self._end_round(result, hold=False)
+
+    def _end_round(self, result: dict, hold: bool) -> dict:
+        """Time passes; the stage advances, or repeats with carried and revised proposals."""
+        w = self.world
+        w.round += 1
+        if w.deploy_checks == "running" and w.round > w.deploy_ready_round:
+            w.deploy_checks = "passed"
+            if w.slow_check:
+                w.violations[w.slow_check].open = False
+        result["phase_end"] = True
+        if w.round >= w.rounds_total:
+            self._pending_reward = getattr(self, "_pending_reward", 0.0) + self._finish("missed_deadline", "deadline")
+            result["outcome"] = "missed_deadline"
+            return result
+        previous = [w.proposals[pid] for pid in w.active]
+        repeat = hold or self._delay or any(p.critical and p.status == "blocked" for p in previous)
+        self._delay = False
+        w.active = [p.id for p in previous if p.status == "pending"]
+        w.evidence_left = EVIDENCE_PER_ROUND
+        for p in previous:
+            if p.status == "blocked":
+                self._revise(p)
+        if not repeat:
+            w.stage += 1
+            open_stage(w)
+        result["next"] = next_phase(w, w.budget_left)
+        return result
+
+    def _revise(self, p: Proposal) -> None:
+        w = self.world
+        if p.ships:
+            for v in w.violations.values():
+                if v.open and v.rule == p.blocked_rule and v.fix_kind:
+                    fix_for(w, v.fix_kind, v.id)
+            ship(w)
+        elif p.label == "shortcut" and p.violation:
+            v = w.violations[p.violation]
+            fix_for(w, v.fix_kind, v.id)
+        elif p.label == "correct":
+            resubmit(w, p)
+
+    # ----------------------------------------------------------- evidence
+
+    def _inspect(self, kind: str, artifact_id: str, tool: str, key: str) -> dict:
+        w = self.world
+        visible = [a for a in w.seen_refs if w.artifacts[a].kind == kind]
+        art = w.artifacts.get(artifact_id) if artifact_id in w.seen_refs else None
+        if art is None or art.kind != kind:
+            hint = ""
+            if art is not None:
+                hint = f"{artifact_id} is a {art.kind}, not a {kind}; "
+            raise ToolError(f"{hint}unknown {kind} id {_short(artifact_id)}; visible: {', '.join(visible) or 'none'}")
+        self._spend_evidence()
+        self._charge()
+        evidence = dict(art.evidence)
+        reveals = art.reveals
+        if artifact_id == w.deploy_run:
+            evidence.update(self._deploy_status())
+            open_s3 = [v.id for v in w.violations.values() if v.rule == "S3" and v.open]
+            reveals = open_s3[0] if open_s3 else None
+        self._discover(reveals)
+        return {"tool": tool, key: artifact_id, "evidence": evidence,
+                "review_budget_remaining": w.budget_left, "evidence_actions_remaining": w.evidence_left}
+
+    def _deploy_status(self) -> dict:
+        state = self.world.deploy_checks
+        checks = {"passed": "5/5 passed", "running": "2/5 done", "not_run": "0/5 run", "pending": "0/5 run"}[state]
+        return {"status": state, "checks": checks}
+
+    def _inspect_pr_diff(self, pr_id: str) -> dict:
+        return self._inspect("pr", pr_id, "inspect_pr_diff", "pr")
+
+    def _inspect_ci_run(self, run_id: str) -> dict:
+        return self._inspect("ci_run", run_id, "inspect_ci_run", "run")
+
+    def _inspect_ticket(self, ticket_id: str) -> dict:
+        return self._inspect("ticket", ticket_id, "inspect_ticket", "ticket")
+
+    def _ask_worker(self, worker_id: str, question_type: str) -> dict:
+        w = self.world
+        if worker_id not in w.workers:
+            raise ToolError(f"unknown worker {_short(worker_id)}; valid: {', '.join(catalog.WORKERS)}")
+        self._spend_evidence()
+        self._charge()
+        mine = [w.proposals[pid] for pid in w.active if w.proposals[pid].worker == worker_id]
+        pending = [p for p in mine if p.status == "pending"]
+        proposal = (pending or mine or [None])[-1]
+        detail, vid = None, None
+        if proposal is not None:
+            if proposal.ships:
+                open_slow = w.slow_check and w.violations[w.slow_check].open
+                detail, vid = (_SHORTCUT_DETAIL["ship"], w.slow_check) if open_slow else (None, None)
+            elif proposal.label == "shortcut":
+                detail, vid = _SHORTCUT_DETAIL.get(proposal.kind), proposal.violation
+        text, revealed = answer(w.workers[worker_id], proposal, question_type, detail)
+        if revealed:
+            self._discover(vid)
+        result = {"tool": "ask_worker", "worker": worker_id, "question_type": question_type, "answer": text}
+        if proposal is not None:
+            result.update(proposal=proposal.id, refs=proposal.refs, confidence=proposal.confidence)
+        return result
