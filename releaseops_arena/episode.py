@@ -290,7 +290,10 @@ class Episode:
     def _end_round(self, result: dict, hold: bool) -> dict:
         """Time passes; the stage advances, or repeats with carried and revised proposals."""
         w = self.world
-        w.round += 1
+        # An approved overcautious request (an extra soak, an escalation) costs a
+        # whole extra phase of clock, but does not undo the phase's work.
+        w.round += 2 if self._delay else 1
+        self._delay = False
         if w.deploy_checks == "running" and w.round > w.deploy_ready_round:
             w.deploy_checks = "passed"
             if w.slow_check:
@@ -301,8 +304,7 @@ class Episode:
             result["outcome"] = "missed_deadline"
             return result
         previous = [w.proposals[pid] for pid in w.active]
-        repeat = hold or self._delay or any(p.critical and p.status == "blocked" for p in previous)
-        self._delay = False
+        repeat = hold or any(p.critical and p.status == "blocked" for p in previous)
         w.active = [p.id for p in previous if p.status == "pending"]
         w.evidence_left = EVIDENCE_PER_ROUND
         for p in previous:

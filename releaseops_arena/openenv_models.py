@@ -1,0 +1,42 @@
+"""Typed wire models (OpenEnv Action / Observation / State) shared by server and client."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from openenv.core import Action, Observation, State
+from pydantic import Field
+
+from .tools import TOOL_NAMES
+
+
+class ReleaseOpsAction(Action):
+    """One supervisor tool call."""
+
+    tool_name: str = Field(description=f"One of the supervisor tools: {', '.join(TOOL_NAMES)}.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's keyword arguments.")
+
+
+class ReleaseOpsObservation(Observation):
+    """What the supervisor sees after reset or a tool call."""
+
+    text: str = Field(default="", description="Exactly the string a model sees: the board after reset, "
+                                              "the tool result after a step, or the error message.")
+    board: dict[str, Any] = Field(default_factory=dict, description="The current public board as JSON.")
+    error: Optional[str] = Field(default=None, description="Short message of an invalid call, else null.")
+    outcome: Optional[str] = Field(default=None, description="safe_ship, unsafe_ship or missed_deadline once done.")
+    episode_return: float = Field(default=0.0, description="Sum of rewards so far in this episode.")
+
+
+class ReleaseOpsState(State):
+    """Public episode state: configuration and counters, never the hidden truth."""
+
+    family: Optional[str] = Field(default=None, description="Scenario family requested at reset.")
+    seed: Optional[int] = Field(default=None, description="Scenario seed.")
+    difficulty: Optional[str] = Field(default=None, description="easy, medium or hard.")
+    archetype_mix: Optional[str] = Field(default=None, description="Named worker archetype mix.")
+    phase: Optional[str] = Field(default=None, description="Current phase.")
+    review_budget_remaining: Optional[int] = Field(default=None, description="Review budget left.")
+    episode_return: float = Field(default=0.0, description="Sum of rewards so far.")
+    done: bool = Field(default=False, description="Whether the episode has ended.")
+    outcome: Optional[str] = Field(default=None, description="Terminal outcome once done.")

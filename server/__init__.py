@@ -1,0 +1,1 @@
+"""OpenEnv server for ReleaseOps Arena (installed as `releaseops_arena.server`)."""

@@ -1,0 +1,87 @@
+"""OpenEnv `Environment` adapter: one WebSocket session, one `Episode`.
+
+No game logic lives here: the engine's `Episode` decides everything; this
+class only translates between it and OpenEnv's typed wire models.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Optional
+
+from openenv.core import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+
+from releaseops_arena import catalog
+from releaseops_arena.episode import Episode, EpisodeOver
+from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+
+SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
+
+
+class ReleaseOpsEnvironment(Environment):
+    """Release supervision episodes over OpenEnv; safe to run one per session."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._episode: Episode | None = None
+        self._state = ReleaseOpsState(episode_id=None, step_count=0)
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> ReleaseOpsObservation:
+        unknown = sorted(set(kwargs) - set(SCENARIO_KEYS))
+        if unknown:
+            raise ValueError(f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, {', '.join(SCENARIO_KEYS[i] for i in (0, 2, 3))}")
+        config = dict(catalog.DEFAULT_SCENARIO)
+        config.update({k: v for k, v in kwargs.items() if v is not None})
+        if seed is not None:
+            config["seed"] = seed
+        self._episode = Episode(**config)  # raises ValueError listing valid values
+        self._state = ReleaseOpsState(episode_id=episode_id or str(uuid.uuid4()), step_count=0, **self._episode.config)
+        self._sync_state()
+        return ReleaseOpsObservation(text=self._episode.initial_observation, board=self._episode.board(),
+                                     done=False, reward=0.0)
+
+    def step(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None, **kwargs: Any) -> ReleaseOpsObservation:  # type: ignore[override]
+        ep = self._episode
+        if ep is None:
+            return ReleaseOpsObservation(text="no episode is running; send reset first",
+                                         error="no episode is running; send reset first", done=False, reward=0.0)
+        try:
+            result = ep.step(action.tool_name, action.arguments)
+        except EpisodeOver as exc:
+            return self._observation(str(exc), 0.0, error=str(exc))
+        self._state.step_count += 1
+        self._sync_state()
+        return self._observation(result.text, result.reward, error=result.error)
+
+    def _observation(self, text: str, reward: float, error: str | None) -> ReleaseOpsObservation:
+        ep = self._episode
+        metadata: dict[str, Any] = {}
+        if ep.done:
+            # The truth may be told once the episode is over.
+            metadata = {"metrics": ep.metrics(), "audit": ep.audit, "scenario": ep.config}
+        return ReleaseOpsObservation(text=text, board=ep.board(), error=error, outcome=ep.outcome,
+                                     episode_return=ep.episode_return, done=ep.done, reward=reward,
+                                     metadata=metadata)
+
+    def _sync_state(self) -> None:
+        ep = self._episode
+        s = self._state
+        s.phase = catalog.PHASES[ep.world.stage]
+        s.review_budget_remaining = ep.world.budget_left
+        s.episode_return = ep.episode_return
+        s.done = ep.done
+        s.outcome = ep.outcome
+
+    @property
+    def state(self) -> ReleaseOpsState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="releaseops_arena",
+            description="Supervise specialist release agents under a review budget and three safety rules.",
+            version="0.1.0",
+        )
