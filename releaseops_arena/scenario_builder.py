@@ -9,6 +9,7 @@ cannot memorise them.
 
 from __future__ import annotations
 
+import numbers
 import random
 
 from . import catalog
@@ -43,7 +44,7 @@ def validate_args(family: object, seed: object, difficulty: object, archetype_mi
         raise ValueError(f"unknown difficulty {difficulty!r}; valid: {', '.join(catalog.DIFFICULTIES)}")
     if archetype_mix not in catalog.ALL_MIXES:
         raise ValueError(f"unknown archetype_mix {archetype_mix!r}; valid: {', '.join(catalog.ALL_MIXES)}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+    if isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, str)):
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     try:
         value = int(seed)
