@@ -1,0 +1,123 @@
+"""Property tests: arbitrary call sequences on arbitrary scenarios stay inside the contract."""
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, ReleaseOpsToolEnv, TOOL_NAMES, rewards
+from releaseops_arena.catalog import HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
+
+scenarios = st.fixed_dictionaries({
+    "family": st.sampled_from(ALL_FAMILIES),
+    "seed": st.integers(0, 10_000),
+    "difficulty": st.sampled_from(DIFFICULTIES),
+    "archetype_mix": st.sampled_from(ALL_MIXES),
+})
+# A call is (tool, argument choices); ids are picked from what is visible, or junk.
+junk = st.one_of(st.text(max_size=80), st.integers(), st.none(), st.lists(st.integers(), max_size=2))
+calls = st.lists(st.tuples(
+    st.sampled_from(TOOL_NAMES + ("merge_pr", "rollback")),
+    st.integers(0, 50),  # index into the visible ids
+    st.sampled_from(RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS) + ("S4",)),
+    st.booleans(),  # use junk instead of a visible id
+    junk,
+), max_size=80)
+
+
+def visible_ids(env) -> list[str]:
+    w = env._episode.world
+    return list(w.active) + list(w.seen_refs) + list(WORKERS)
+
+
+def drive(scenario, sequence) -> tuple[list[str], ReleaseOpsToolEnv]:
+    env = ReleaseOpsToolEnv()
+    transcript = [env.reset(**scenario)]
+    for tool, index, choice, use_junk, junk_value in sequence:
+        ids = visible_ids(env)
+        ident = junk_value if use_junk else ids[index % len(ids)]
+        args = {
+            "approve_proposal": {"proposal_id": ident},
+            "block_proposal": {"proposal_id": ident, "rule_id": choice},
+            "inspect_pr_diff": {"pr_id": ident},
+            "inspect_ci_run": {"run_id": ident},
+            "inspect_ticket": {"ticket_id": ident},
+            "ask_worker": {"worker_id": ident, "question_type": choice},
+            "hold_release": {"reason_code": choice},
+        }.get(tool, {"target": ident})
+        try:
+            if tool in TOOL_NAMES:
+                out = getattr(env, tool)(**args)
+            else:
+                out = env._call_tool(tool, **args)  # what a server forwards for an unknown tool
+            transcript.append(out)
+        except ValueError as exc:  # the only exception a call may raise
+            transcript.append("error:" + str(exc))
+        w = env._episode.world
+        assert w.budget_left >= 0 and w.evidence_left >= 0  # V2
+        assert rewards.RETURN_MIN <= env.reward <= rewards.RETURN_MAX
+    return transcript, env
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios, calls)
+def test_random_calls_never_break_the_contract(scenario, sequence):
+    transcript, env = drive(scenario, sequence)
+    assert env._episode.counters.tool_calls <= rewards.MAX_TOOL_CALLS  # V3
+    if env.done:
+        assert env.metrics["outcome"] in ("safe_ship", "unsafe_ship", "missed_deadline")
+        assert env.metrics["episode_return"] == env.reward
+    # Replay is byte-identical.
+    again, _ = drive(scenario, sequence)
+    assert again == transcript
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios, st.lists(st.sampled_from(["approve", "hold", "junk"]), min_size=200, max_size=200))
+def test_every_episode_terminates_within_the_cap(scenario, moves):
+    env = ReleaseOpsToolEnv()
+    env.reset(**scenario)
+    for move in moves:
+        if env.done:
+            break
+        try:
+            if move == "hold":
+                env.hold_release("risk_too_high")
+            elif move == "junk":
+                env.approve_proposal("p0")
+            else:
+                w = env._episode.world
+                env.approve_proposal(next(p for p in w.active if w.proposals[p].status == "pending"))
+        except ValueError:
+            pass
+    assert env.done
+    assert env._episode.counters.tool_calls <= rewards.MAX_TOOL_CALLS
+
+
+def test_repeated_invalid_calls_end_the_episode_as_a_no_progress_loop():
+    env = ReleaseOpsToolEnv()
+    env.reset(seed=2)
+    for _ in range(rewards.MAX_CONSECUTIVE_INVALID):
+        try:
+            env.approve_proposal("p0")
+        except ValueError:
+            pass
+    assert env.done and env.metrics["terminal_reason"] == "no_progress_loop"
+    assert env.metrics["outcome"] == "missed_deadline"
+    assert env.reward == rewards.MISSED_DEADLINE + rewards.MAX_CONSECUTIVE_INVALID * rewards.INVALID_ACTION
+
+
+def test_calls_after_the_end_raise_and_change_nothing():
+    env = ReleaseOpsToolEnv()
+    env.reset(seed=2)
+    while not env.done:
+        env.hold_release("awaiting_fix")
+    before = (env.reward, json.dumps(env.metrics), len(env._episode.audit))
+    for call in (lambda: env.hold_release("awaiting_fix"), lambda: env.approve_proposal("p1"),
+                 lambda: env.inspect_ticket("ticket_1")):
+        try:
+            call()
+            raise AssertionError("a call after the end must raise")
+        except ValueError as exc:
+            assert "episode is over" in str(exc)
+    assert (env.reward, json.dumps(env.metrics), len(env._episode.audit)) == before
