@@ -1,6 +1,11 @@
 """ASGI app: `uvicorn server.app:app` from the repo root, or `releaseops-serve`.
 
-Settings (environment): MAX_CONCURRENT_ENVS (default 64), ENABLE_WEB_INTERFACE.
+Settings (environment variables):
+  MAX_CONCURRENT_ENVS     WebSocket sessions served at once (default 64).
+  SESSION_IDLE_TIMEOUT_S  an idle session's slot is freed after this many
+                          seconds (default 1800; 0 turns the reaper off).
+                          Keep it above a trainer's longest gap between calls.
+  ENABLE_WEB_INTERFACE    true to mount the web demo at /web.
 """
 
 from __future__ import annotations
@@ -8,22 +13,45 @@ from __future__ import annotations
 import argparse
 import os
 
-from openenv.core import create_app
+from openenv.core import ConcurrencyConfig, create_app
 
+from releaseops_arena import catalog, rewards
 from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+from releaseops_arena.tools import tool_schemas
 
 from .releaseops_environment import ReleaseOpsEnvironment
 
 MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))
+SESSION_IDLE_TIMEOUT_S = float(os.environ.get("SESSION_IDLE_TIMEOUT_S", "1800"))
 
 app = create_app(
     ReleaseOpsEnvironment,
     ReleaseOpsAction,
     ReleaseOpsObservation,
     env_name="releaseops_arena",
-    max_concurrent_envs=MAX_CONCURRENT_ENVS,
+    concurrency_config=ConcurrencyConfig(
+        max_concurrent_envs=MAX_CONCURRENT_ENVS,
+        session_timeout=SESSION_IDLE_TIMEOUT_S or None,
+    ),
     state_cls=ReleaseOpsState,
 )
+
+# OpenEnv's /metadata only carries name/description/version; ours adds the
+# catalogue, the tool schemas and the reward table (a superset, so
+# `openenv validate` still passes).
+app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) != "/metadata"]
+
+
+@app.get("/metadata", tags=["Environment Info"], summary="Environment metadata and catalogue")
+def metadata() -> dict:
+    return {
+        **ReleaseOpsEnvironment().get_metadata().model_dump(),
+        "catalogue": catalog.catalogue(),
+        "tools": tool_schemas(),
+        "reward": rewards.table(),
+        "max_concurrent_envs": MAX_CONCURRENT_ENVS,
+        "session_idle_timeout_s": SESSION_IDLE_TIMEOUT_S,
+    }
 
 
 def main() -> None:

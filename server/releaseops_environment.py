@@ -16,6 +16,8 @@ from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
 from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 
+from .mcp_tools import SessionToolServer
+
 SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
 
 
@@ -28,8 +30,26 @@ class ReleaseOpsEnvironment(Environment):
         super().__init__()
         self._episode: Episode | None = None
         self._state = ReleaseOpsState(episode_id=None, step_count=0)
+        self._closed = False
+        self.mcp_server = SessionToolServer(self.call_tool)
+
+    def call_tool(self, tool_name: str, **arguments: Any) -> dict:
+        """MCP `tools/call`: the same step as a WebSocket action, returned as plain data."""
+        observation = self.step(ReleaseOpsAction(tool_name=tool_name, arguments=arguments))
+        return observation.model_dump()
+
+    def close(self) -> None:
+        # Called when the socket ends or the idle reaper frees the slot; a
+        # reaped session must not go on playing on a freed slot.
+        self._closed = True
+        self._episode = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this session was closed (idle timeout); open a new connection and reset")
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> ReleaseOpsObservation:
+        self._check_open()
         unknown = sorted(set(kwargs) - set(SCENARIO_KEYS))
         if unknown:
             raise ValueError(f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, {', '.join(SCENARIO_KEYS[i] for i in (0, 2, 3))}")
@@ -44,6 +64,7 @@ class ReleaseOpsEnvironment(Environment):
                                      done=False, reward=0.0)
 
     def step(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None, **kwargs: Any) -> ReleaseOpsObservation:  # type: ignore[override]
+        self._check_open()
         ep = self._episode
         if ep is None:
             return ReleaseOpsObservation(text="no episode is running; send reset first",
