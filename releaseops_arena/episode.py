@@ -51,6 +51,8 @@ class Counters:
     tool_calls: int = 0
     invalid_actions: int = 0
     consecutive_invalid: int = 0
+    repeated_invalid: int = 0
+    last_invalid: str | None = None
     blocks: int = 0
     false_blocks: int = 0
     approvals: int = 0
@@ -101,11 +103,15 @@ class Episode:
             args = self._validate(tool_name, arguments)
             result = getattr(self, "_" + tool_name)(**args)
             reward, error = self._drain(), None
-            c.consecutive_invalid = 0
+            c.consecutive_invalid = c.repeated_invalid = 0
+            c.last_invalid = None
             text = dumps(result)
         except ToolError as exc:
             c.invalid_actions += 1
             c.consecutive_invalid += 1
+            signature = repr((tool_name, arguments))
+            c.repeated_invalid = c.repeated_invalid + 1 if signature == c.last_invalid else 1
+            c.last_invalid = signature
             error = text = str(exc)
             reward = rewards.INVALID_ACTION
             args = arguments if isinstance(arguments, dict) else {}
@@ -215,9 +221,9 @@ class Episode:
         return reward
 
     def _enforce_caps(self) -> float:
-        """V3: a step cap and a cap on consecutive invalid calls end the episode."""
+        """V3: a step cap, and caps on invalid calls in a row (any, or the same one), end the episode."""
         c = self.counters
-        if c.consecutive_invalid >= rewards.MAX_CONSECUTIVE_INVALID:
+        if c.consecutive_invalid >= rewards.MAX_CONSECUTIVE_INVALID or c.repeated_invalid >= rewards.MAX_REPEATED_INVALID:
             return self._finish("missed_deadline", "no_progress_loop")
         if c.tool_calls >= rewards.MAX_TOOL_CALLS:
             return self._finish("missed_deadline", "step_cap")

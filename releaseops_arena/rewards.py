@@ -21,7 +21,8 @@ OUTCOME_REWARD: dict[str, float] = {
 
 # V3: no episode runs unboundedly. A tool call is any call, valid or not.
 MAX_TOOL_CALLS = 60
-MAX_CONSECUTIVE_INVALID = 5
+MAX_CONSECUTIVE_INVALID = 10  # invalid calls in a row, any
+MAX_REPEATED_INVALID = 3  # the very same invalid call in a row
 
 # Largest review budget and number of latent violations any scenario has,
 # used for the documented bounds on the episode return.

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -94,17 +96,36 @@ def test_every_episode_terminates_within_the_cap(scenario, moves):
     assert env._episode.counters.tool_calls <= rewards.MAX_TOOL_CALLS
 
 
-def test_repeated_invalid_calls_end_the_episode_as_a_no_progress_loop():
+def _invalid(call):
+    try:
+        call()
+    except ValueError:
+        return
+    raise AssertionError("expected an invalid call")
+
+
+def test_the_same_invalid_call_repeated_ends_the_episode_as_a_no_progress_loop():
     env = ReleaseOpsToolEnv()
     env.reset(seed=2)
-    for _ in range(rewards.MAX_CONSECUTIVE_INVALID):
-        try:
-            env.approve_proposal("p0")
-        except ValueError:
-            pass
+    for _ in range(rewards.MAX_REPEATED_INVALID):
+        assert not env.done
+        _invalid(lambda: env.approve_proposal("p0"))
     assert env.done and env.metrics["terminal_reason"] == "no_progress_loop"
     assert env.metrics["outcome"] == "missed_deadline"
-    assert env.reward == rewards.MISSED_DEADLINE + rewards.MAX_CONSECUTIVE_INVALID * rewards.INVALID_ACTION
+    assert env.reward == pytest.approx(rewards.MISSED_DEADLINE + rewards.MAX_REPEATED_INVALID * rewards.INVALID_ACTION)
+
+
+def test_many_different_invalid_calls_in_a_row_end_the_episode_but_a_valid_call_resets_the_count():
+    env = ReleaseOpsToolEnv()
+    env.reset(seed=2)
+    for i in range(rewards.MAX_CONSECUTIVE_INVALID - 1):
+        _invalid(lambda: env.approve_proposal(f"p{900 + i}"))
+    env.ask_worker("sre", "risk_summary")
+    for i in range(rewards.MAX_CONSECUTIVE_INVALID - 1):
+        _invalid(lambda: env.approve_proposal(f"p{800 + i}"))
+    assert not env.done
+    _invalid(lambda: env.approve_proposal("p1000"))
+    assert env.done and env.metrics["terminal_reason"] == "no_progress_loop"
 
 
 def test_calls_after_the_end_raise_and_change_nothing():
