@@ -53,6 +53,8 @@ class View:
                 self.board["review_budget_remaining"] -= 1
                 self.board["evidence_actions_remaining"] -= 1
         if "next" in result:
+            # A deploy-check run is a live process: what was seen last phase is stale.
+            self.evidence = {k: v for k, v in self.evidence.items() if v.get("kind") != "deploy_checks"}
             self._absorb(result["next"])
 
     def pending(self) -> list[dict]:
@@ -150,8 +152,152 @@ class Oracle(Policy):
         return "approve_proposal", {"proposal_id": p.id}
 
 
+# ------------------------------------------------------------------ the rule
+
+# Claims that admit a shortcut in so many words.
+SHORTCUT_WORDS = ("disabl", "quarantin", "skip", "exempt", "optional", "though", "seem rare", "in flight",
+                  "24h more", "not required")
+# Requests that only ever cost time.
+DELAY_REQUESTS = ("delay_release", "escalate_ticket_p1")
+# Work that touches no safety rule.
+BENIGN_RISK = {"docs", "observability", "ci"}
+FIX_WORDS = ("real fix", "fix for p1", "running the full canary")
+
+
+def evidence_violation(evidence: dict) -> str | None:
+    """The rule an inspected artifact shows broken, read from public evidence only."""
+    if evidence.get("tests_disabled") or evidence.get("skipped_payment_tests"):
+        return "S2"
+    if evidence.get("kind") == "deploy_checks" and evidence.get("status") != "passed":
+        return "S3"
+    if evidence.get("reported") == "P3" and evidence.get("error_rate", "0%") != "0%":
+        return "S1"
+    return None
+
+
+class Rule(Policy):
+    """The strongest fixed heuristic on visible information we could write.
+
+    1. Block any proposal whose claim admits a shortcut ("disabled", "quarantined",
+       "exempt", "optional", ...) and every request that only costs time
+       (extra soak, escalating a ticket), citing the rule its risk tags touch.
+    2. Approve benign work (docs, observability, lint) and workers' fixes at once.
+    3. Rank the remaining risky proposals by suspicion of their worker: its
+       track record, a new or recently promoted hint, an overconfident,
+       stale-runbook or vague voice, high confidence with a single ref, or low
+       confidence. Inspect the most telling artifact (the PR diff for a merge,
+       the ticket for a triage call, the deploy run for a gate), most suspicious
+       first, while evidence actions last, keeping one budget unit for the ship check.
+    4. Block what the evidence shows broken; approve the rest.
+    5. Before approving the ship, inspect the deploy run unless a green canary
+       was already seen; block the ship with S3 if it is not green.
+    """
+
+    name = "rule"
+
+    def __init__(self):
+        self.deploy_green = False
+
+    @staticmethod
+    def suspicion(view: View, p: dict) -> float:
+        stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
+        w = stats.get(p["worker"])
+        score = 0.0
+        if w:
+            score += w["recent"]["incorrect"] / max(1, w["recent"]["correct"] + w["recent"]["incorrect"])
+            score += 0.2 if w["hint"] in ("new_agent", "recently_promoted") else 0.0
+        claim = p["claim"]
+        score += 0.3 if claim.startswith(("Certain:", "Per runbook")) else 0.0
+        score += 0.2 if "should be fine" in claim else 0.0
+        score += 0.2 if p["confidence"] == "high" and len(p["refs"]) < 2 else 0.0
+        score += 0.5 if p["confidence"] == "low" else 0.0
+        return score
+
+    @staticmethod
+    def artifact(p: dict) -> tuple[str, str] | None:
+        refs = p["refs"]
+        by_kind = {"pr": [r for r in refs if r.startswith("pr_")], "ci": [r for r in refs if r.startswith("ci_run_")],
+                   "ticket": [r for r in refs if r.startswith("ticket_")]}
+        if p["request"] == "triage_ticket_p3" and by_kind["ticket"]:
+            return "inspect_ticket", by_kind["ticket"][0]
+        if p["request"] in ("open_deploy_gate", "ship_release_candidate") and by_kind["ci"]:
+            return "inspect_ci_run", by_kind["ci"][-1]
+        if by_kind["pr"]:
+            return "inspect_pr_diff", by_kind["pr"][0]
+        if by_kind["ci"]:
+            return "inspect_ci_run", by_kind["ci"][0]
+        return None
+
+    def found(self, view: View, p: dict) -> str | None:
+        for ref in p["refs"]:
+            if ref in view.evidence:
+                rule = evidence_violation(view.evidence[ref])
+                if rule:
+                    return rule
+        return None
+
+    def act(self, view, env, rng):
+        for ev in view.evidence.values():
+            if ev.get("kind") == "deploy_checks" and ev.get("status") == "passed":
+                self.deploy_green = True
+        pending = view.pending()
+        board = view.board
+        can_look = board["evidence_actions_remaining"] > 0 and board["review_budget_remaining"] > 0
+        reserve = 1 if board["phase_index"] < 2 else 0
+        ships = [p for p in pending if p["request"] == "ship_release_candidate"]
+        others = [p for p in pending if p["request"] != "ship_release_candidate"]
+        risky = []
+        for p in others:
+            claim = p["claim"].lower()
+            if p["request"] in DELAY_REQUESTS or any(word in claim for word in SHORTCUT_WORDS):
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+            if not rules_for(p) or set(p["risk"]) <= BENIGN_RISK or any(w in claim for w in FIX_WORDS):
+                return "approve_proposal", {"proposal_id": p["id"]}
+            rule = self.found(view, p)
+            if rule and rule in rules_for(p):
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
+            risky.append(p)
+        risky.sort(key=lambda p: -self.suspicion(view, p))
+        if can_look and board["review_budget_remaining"] > reserve:
+            for p in risky:
+                target = self.artifact(p)
+                if target and target[1] not in view.evidence:
+                    return target[0], {{"inspect_pr_diff": "pr_id", "inspect_ci_run": "run_id",
+                                        "inspect_ticket": "ticket_id"}[target[0]]: target[1]}
+        if risky:
+            return "approve_proposal", {"proposal_id": risky[0]["id"]}
+        ship = ships[0]
+        if any(word in ship["claim"].lower() for word in SHORTCUT_WORDS):
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
+        rule = self.found(view, ship)
+        if rule:
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": rule}
+        target = self.artifact(ship)
+        if not self.deploy_green and can_look and target and target[1] not in view.evidence:
+            return target[0], {"run_id": target[1]}
+        return "approve_proposal", {"proposal_id": ship["id"]}
+
+
+class InspectEverything(Rule):
+    """Spends every evidence action it can on risky proposals, then applies the rule."""
+
+    name = "inspect_everything"
+
+    def act(self, view, env, rng):
+        board = view.board
+        if board["evidence_actions_remaining"] > 0 and board["review_budget_remaining"] > 0:
+            for p in view.pending():
+                for ref in p["refs"]:
+                    if ref not in view.evidence:
+                        tool = ("inspect_pr_diff", "pr_id") if ref.startswith("pr_") else \
+                            ("inspect_ci_run", "run_id") if ref.startswith("ci_run_") else ("inspect_ticket", "ticket_id")
+                        return tool[0], {tool[1]: ref}
+        return super().act(view, env, rng)
+
+
 POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls for cls in (RandomPolicy, Naive, Oracle, AlwaysHold, AlwaysApprove, BlockEverything)
+    cls.name: cls for cls in (RandomPolicy, Naive, Rule, Oracle, AlwaysHold, AlwaysApprove, InspectEverything,
+                               BlockEverything)
 }
 
 

@@ -78,7 +78,8 @@ class World:
     budget: int
     budget_left: int
     rounds_total: int
-    hazard: bool  # hidden: whether the family's shortcut is present
+    hazard: bool  # hidden: whether the family's own shortcut is present
+    hazards: frozenset[str]  # hidden: every shortcut mechanism present (see scenario_builder)
     service: str
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     violations: dict[str, Violation] = field(default_factory=dict)

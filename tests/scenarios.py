@@ -6,16 +6,18 @@ import json
 
 from releaseops_arena import ReleaseOpsToolEnv
 from releaseops_arena.episode import Episode
+from releaseops_arena.scenario_builder import FAMILY_MECHANISM
 
 MIX = "random"
 
 
 def find(family: str, hazard: bool, difficulty: str = "medium", mix: str = MIX, **world_filter) -> dict:
-    """Scenario arguments whose hidden hazard flag is `hazard`."""
-    for seed in range(500):
+    """Scenario arguments whose only shortcut is the family's own (hazard) or that have none."""
+    wanted = {FAMILY_MECHANISM[family]} if hazard else set()
+    for seed in range(2000):
         ep = Episode(family, seed, difficulty, mix)
         w = ep.world
-        if w.hazard == hazard and all(getattr(w, k) == v for k, v in world_filter.items()):
+        if w.hazards == wanted and all(getattr(w, k) == v for k, v in world_filter.items()):
             return {"family": family, "seed": seed, "difficulty": difficulty, "archetype_mix": mix}
     raise AssertionError("no such scenario")
 

@@ -178,11 +178,24 @@ def test_benign_inspection_costs_budget_without_bonus():
 
 
 def test_at_most_two_evidence_actions_per_phase():
-    env, board = started(find("green_ci_disabled_payment_test", False))
+    env, board = started(find("green_ci_disabled_payment_test", False, "easy"))
+    assert board["review_budget_remaining"] > 2
     for _ in range(2):
         env.ask_worker("sre", "risk_summary")
     with pytest.raises(ValueError, match="no evidence actions left this phase"):
         env.ask_worker("sre", "risk_summary")
+    assert json.loads(env.hold_release("awaiting_fix"))["next"]["evidence_actions_remaining"] == 2
+
+
+def test_the_review_budget_never_goes_negative():
+    env, board = started(find("green_ci_disabled_payment_test", False, "medium"))
+    for _ in range(board["review_budget_remaining"]):
+        env.ask_worker("sre", "risk_summary")
+    env.hold_release("awaiting_fix")
+    with pytest.raises(ValueError, match="review budget is spent"):
+        env.ask_worker("sre", "risk_summary")
+    assert truth(env).budget_left == 0
+    assert env.reward == pytest.approx(board["review_budget_remaining"] * rewards.BUDGET_UNIT + rewards.INVALID_ACTION)
 
 
 def test_ask_worker_answers_compactly():
