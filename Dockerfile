@@ -1,0 +1,45 @@
+# ReleaseOps Arena: OpenEnv server image for a Docker Hugging Face Space.
+# Server dependencies only (pyproject core deps); no torch / training extras.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+
+# HF Spaces run the container as uid 1000; it owns the app dir.
+RUN useradd -m -u 1000 user \
+ && install -d -o user -g user /home/user/app
+
+WORKDIR /home/user/app
+
+# Dependency layer: installed from pyproject's core `dependencies` only, so
+# editing the sources does not reinstall gradio & co. (Installed as root into
+# the system site-/dist-packages; console scripts such as uvicorn land in
+# /usr/local/bin, on PATH for every user.)
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+ && pip install --no-cache-dir -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+
+# Project layer. `--no-deps`: the dependencies are already there; the
+# in-tree build leftovers are removed so the app dir only holds the sources.
+COPY --chown=user:user . .
+RUN pip install --no-cache-dir --no-deps . \
+ && rm -rf build ./*.egg-info
+
+USER user
+ENV HOME=/home/user \
+    PATH=/home/user/.local/bin:$PATH \
+    ENABLE_WEB_INTERFACE=true \
+    ENV_README_PATH=/home/user/app/README.md \
+    PORT=8000
+
+EXPOSE 8000
+
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('PORT', '8000'), timeout=4)"]
+
+# `sh -c` so that PORT (e.g. `docker run -e PORT=...`) picks the port; `exec`
+# makes uvicorn PID 1 so it gets SIGTERM on `docker stop`.
+CMD ["sh", "-c", "exec uvicorn server.app:app --host 0.0.0.0 --port ${PORT:-8000}"]

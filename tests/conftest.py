@@ -1,0 +1,3 @@
+"""Shared fixtures: one live server for the whole session."""
+
+from tests.live_server import live_server  # noqa: F401

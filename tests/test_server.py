@@ -1,0 +1,179 @@
+"""The OpenEnv server against a real uvicorn on 127.0.0.1: sessions, bad input, leaks, routes, MCP."""
+
+import asyncio
+import json
+import re
+
+import httpx
+import pytest
+
+from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, tool_schemas
+from releaseops_arena.catalog import ARCHETYPES
+from tests.wire import local_transcript, open_socket, remote_replay, send
+
+POLICY_CYCLE = ["random", "oracle", "naive", "random", "block_everything"]
+
+
+def scenario(i: int) -> dict:
+    return {"family": ALL_FAMILIES[i % 4], "seed": 1000 + i, "difficulty": DIFFICULTIES[i % 3],
+            "archetype_mix": ALL_MIXES[i % len(ALL_MIXES)]}
+
+
+async def play_session(base, index, episodes=3):
+    async with open_socket(base) as ws:
+        for e in range(episodes):
+            k = index * episodes + e
+            local = local_transcript(POLICY_CYCLE[k % len(POLICY_CYCLE)], scenario(k), rng_seed=k)
+            remote = await remote_replay(ws, local)
+            assert remote["observation"] == local["observation"]
+            assert remote["texts"] == local["texts"], (index, e)
+            assert remote["last"]["done"] is True
+            assert remote["last"]["observation"]["episode_return"] == pytest.approx(local["return"])
+            assert sum(remote["rewards"]) == pytest.approx(local["return"])
+            assert remote["last"]["metadata"]["metrics"] == json.loads(json.dumps(local["metrics"]))
+
+
+def test_64_concurrent_sessions_match_the_engine_and_the_65th_is_refused(live_server):
+    async def main():
+        sockets = [await open_socket(live_server).__aenter__() for _ in range(64)]
+        try:
+            extra = await open_socket(live_server).__aenter__()
+            refused = json.loads(await extra.recv())
+            assert refused["data"]["code"] == "CAPACITY_REACHED"
+            await extra.close()
+        finally:
+            for ws in sockets:
+                await ws.close()
+        await asyncio.sleep(0.5)
+        await asyncio.gather(*(play_session(live_server, i) for i in range(64)))
+
+    asyncio.run(main())
+
+
+def test_a_client_that_disconnects_mid_episode_frees_its_slot(live_server):
+    async def main():
+        sockets = [await open_socket(live_server).__aenter__() for _ in range(64)]
+        await send(sockets[0], {"type": "reset", "data": {"seed": 1}})
+        await sockets[0].close()  # mid-episode
+        await asyncio.sleep(0.5)
+        replacement = await open_socket(live_server).__aenter__()
+        reply = await send(replacement, {"type": "reset", "data": {"seed": 2}})
+        assert reply["type"] == "observation"
+        for ws in sockets[1:] + [replacement]:
+            await ws.close()
+
+    asyncio.run(main())
+
+
+BAD_INPUT = [
+    ("{not json", "INVALID_JSON"),
+    ({"type": "teleport"}, "UNKNOWN_TYPE"),
+    ({"type": "step", "data": {"tool_name": 7, "arguments": {}}}, "VALIDATION_ERROR"),
+    ({"type": "step", "data": {"tool_name": "approve_proposal", "arguments": {}, "sudo": True}}, "VALIDATION_ERROR"),
+    ({"type": "step", "data": {"arguments": {}}}, "VALIDATION_ERROR"),
+    ({"type": "reset", "data": {"family": "nope"}}, "EXECUTION_ERROR"),
+    ({"type": "reset", "data": {"difficulty": "brutal"}}, "EXECUTION_ERROR"),
+    ({"type": "reset", "data": {"colour": "red"}}, "EXECUTION_ERROR"),
+]
+INVALID_CALLS = [
+    {"tool_name": "merge_pr", "arguments": {"pr_id": "pr_1"}},
+    {"tool_name": "approve_proposal", "arguments": {"proposal_id": 17}},
+    {"tool_name": "approve_proposal", "arguments": {"proposal_id": "p99999"}},
+    {"tool_name": "inspect_pr_diff", "arguments": {"pr_id": "x" * 100_000}},
+    {"tool_name": "block_proposal", "arguments": {"proposal_id": "p1", "rule_id": "S9"}},
+]
+
+
+def test_bad_input_gets_clear_errors_and_the_session_plays_on(live_server):
+    async def main():
+        async with open_socket(live_server) as ws:
+            local = local_transcript("oracle", scenario(3), rng_seed=3)
+            await send(ws, {"type": "reset", "data": local["scenario"]})
+            for message, code in BAD_INPUT:
+                reply = await send(ws, message)
+                assert reply["type"] == "error" and reply["data"]["code"] == code, reply
+                assert reply["data"]["message"] and "Traceback" not in reply["data"]["message"]
+                if "family" in str(message):
+                    assert "green_ci_disabled_payment_test" in reply["data"]["message"]
+            for action in INVALID_CALLS:
+                reply = await send(ws, {"type": "step", "data": action})
+                obs = reply["data"]["observation"]
+                assert obs["error"] and obs["text"] == obs["error"] and len(obs["error"]) < 300
+                assert reply["data"]["reward"] == -0.25 and reply["data"]["done"] is False
+            # The episode goes on: a fresh reset then the same scripted line ends normally.
+            remote = await remote_replay(ws, local)
+            assert remote["texts"] == local["texts"]
+            assert remote["last"]["observation"]["outcome"] == "safe_ship"
+            after = await send(ws, {"type": "step", "data": {"tool_name": "hold_release",
+                                                              "arguments": {"reason_code": "awaiting_fix"}}})
+            assert "episode is over" in after["data"]["observation"]["error"]
+            assert after["data"]["reward"] == 0.0
+            # And a new episode starts cleanly.
+            remote = await remote_replay(ws, local)
+            assert remote["texts"] == local["texts"]
+
+    asyncio.run(main())
+
+
+FORBIDDEN = re.compile("|".join(map(re.escape, [*ALL_FAMILIES, *ARCHETYPES, "lv_", "hazard", "latent",
+                                                  "truth", "archetype", "overcautious"])), re.I)
+
+
+def test_no_message_before_the_end_leaks_the_hidden_truth(live_server):
+    async def main():
+        async with open_socket(live_server) as ws:
+            n = 0
+            for i in range(len(ALL_FAMILIES) * len(ALL_MIXES) * 3):
+                local = local_transcript(POLICY_CYCLE[i % 5], scenario(i), rng_seed=i)
+                remote = await remote_replay(ws, local)
+                for message in remote["messages"]:
+                    data = message["data"]
+                    if data.get("done"):
+                        data = {k: v for k, v in data.items() if k != "metadata"}
+                        data["observation"] = {k: v for k, v in data["observation"].items() if k != "metadata"}
+                    assert not FORBIDDEN.search(json.dumps(data)), message
+                    n += 1
+                state = await send(ws, {"type": "state"})
+                assert set(state["data"]) >= {"episode_id", "step_count", "seed", "difficulty"}
+                # The state echoes the configuration the client chose (its mix names archetypes by
+                # design); nothing else in it may.
+                public = {k: v for k, v in state["data"].items() if k not in ("family", "archetype_mix")}
+                assert not FORBIDDEN.search(json.dumps(public)), public
+            assert n > 1000
+
+    asyncio.run(main())
+
+
+def test_info_routes_answer(live_server):
+    assert httpx.get(f"{live_server}/health").json() == {"status": "healthy"}
+    schema = httpx.get(f"{live_server}/schema").json()
+    assert {"tool_name", "arguments"} <= set(schema["action"]["properties"])
+    assert {"text", "board", "error", "outcome", "episode_return"} <= set(schema["observation"]["properties"])
+    meta = httpx.get(f"{live_server}/metadata").json()
+    assert meta["catalogue"]["heldout_families"] == ["stale_sre_waives_deploy_checks"]
+    assert meta["tools"] == tool_schemas()
+    assert meta["max_concurrent_envs"] == 64
+
+
+def mcp_schemas():
+    return {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas()}
+
+
+def test_mcp_lists_the_same_tools_over_http_and_ws_and_calls_them(live_server):
+    listing = httpx.post(f"{live_server}/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "id": 1}).json()
+    assert {t["name"]: t["inputSchema"] for t in listing["result"]["tools"]} == mcp_schemas()
+
+    async def main():
+        async with open_socket(live_server) as ws:
+            rpc = {"jsonrpc": "2.0", "method": "tools/list", "id": 2}
+            tools = (await send(ws, {"type": "mcp", "data": rpc}))["data"]["result"]["tools"]
+            assert {t["name"]: t["inputSchema"] for t in tools} == mcp_schemas()
+            local = local_transcript("oracle", scenario(5), rng_seed=5)
+            await send(ws, {"type": "reset", "data": local["scenario"]})
+            for (tool, args), text in zip(local["calls"], local["texts"]):
+                rpc = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": tool, "arguments": args}, "id": 3}
+                result = (await send(ws, {"type": "mcp", "data": rpc}))["data"]["result"]
+                assert result["text"] == text
+            assert result["done"] and result["outcome"] == "safe_ship"
+
+    asyncio.run(main())
