@@ -188,15 +188,20 @@ class Rule(Policy):
        confidence. Inspect the most telling artifact (the PR diff for a merge,
        the ticket for a triage call, the deploy run for a gate), most suspicious
        first, while evidence actions last, keeping one budget unit for the ship check.
-    4. Block what the evidence shows broken; approve the rest.
+    4. Block what the evidence shows broken. Block an unverified proposal whose
+       suspicion reaches `block_threshold` while a spare phase remains; approve the rest.
     5. Before approving the ship, inspect the deploy run unless a green canary
        was already seen; block the ship with S3 if it is not green.
     """
 
     name = "rule"
+    # Suspicion at which an unverified proposal is blocked while a spare phase
+    # remains (tuned on the train split; see docs/calibration.md).
+    block_threshold = 1.2
 
     def __init__(self):
         self.deploy_green = False
+        self.blind_blocked: set[tuple] = set()
 
     @staticmethod
     def suspicion(view: View, p: dict) -> float:
@@ -265,7 +270,13 @@ class Rule(Policy):
                     return target[0], {{"inspect_pr_diff": "pr_id", "inspect_ci_run": "run_id",
                                         "inspect_ticket": "ticket_id"}[target[0]]: target[1]}
         if risky:
-            return "approve_proposal", {"proposal_id": risky[0]["id"]}
+            p = risky[0]
+            spare_phases = board["hours_to_deadline"] // 12 - (3 - board["phase_index"])
+            key = (p["worker"], p["request"], p["claim"])
+            if spare_phases > 0 and key not in self.blind_blocked and self.suspicion(view, p) >= self.block_threshold:
+                self.blind_blocked.add(key)  # a resubmission of the same claim is given the benefit of the doubt
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+            return "approve_proposal", {"proposal_id": p["id"]}
         ship = ships[0]
         if any(word in ship["claim"].lower() for word in SHORTCUT_WORDS):
             return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}

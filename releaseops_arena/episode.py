@@ -297,9 +297,14 @@ class Episode:
     def _end_round(self, result: dict, hold: bool) -> dict:
         """Time passes; the stage advances, or repeats with carried and revised proposals."""
         w = self.world
-        # An approved overcautious request (an extra soak, an escalation) costs a
-        # whole extra phase of clock, but does not undo the phase's work.
-        w.round += 2 if self._delay else 1
+        # Time: the phase itself, an extra phase for an approved overcautious
+        # request (an extra soak, an escalation), and an extra phase for every
+        # correct proposal blocked this phase (its worker appeals). Without the
+        # appeal cost a block would be a free probe: the resubmission tells a
+        # correct proposal from a shortcut, whose worker sends a fix instead.
+        appeals = sum(1 for pid in w.active if w.proposals[pid].status == "blocked"
+                      and w.proposals[pid].label == "correct")
+        w.round += 1 + (1 if self._delay else 0) + appeals
         self._delay = False
         if w.deploy_checks == "running" and w.round > w.deploy_ready_round:
             w.deploy_checks = "passed"

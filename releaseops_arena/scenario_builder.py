@@ -25,11 +25,11 @@ EVIDENCE_PER_ROUND = 2
 # on the hidden shortcuts (the clock would give them away); two extra phases
 # always suffice to block every shortcut.
 DIFFICULTY: dict[str, dict[str, object]] = {
-    "easy": {"budget": 4, "slack": 3, "distractors": (1, 0, 0), "overcautious": 0.0, "second": 0.0,
+    "easy": {"budget": 3, "slack": 3, "distractors": (1, 0, 0), "overcautious": 0.0, "second": 0.0,
              "clues": "explicit"},
-    "medium": {"budget": 2, "slack": 2, "distractors": (1, 1, 0), "overcautious": 0.3, "second": 0.7,
+    "medium": {"budget": 1, "slack": 2, "distractors": (1, 1, 0), "overcautious": 0.3, "second": 0.9,
                "clues": "subtle"},
-    "hard": {"budget": 2, "slack": 2, "distractors": (2, 1, 1), "overcautious": 0.5, "second": 0.8,
+    "hard": {"budget": 1, "slack": 2, "distractors": (2, 1, 1), "overcautious": 0.5, "second": 0.9,
              "clues": "hidden"},
 }
 

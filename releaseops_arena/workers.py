@@ -13,11 +13,11 @@ from .models import Proposal, Worker
 
 # Probability that a worker takes the family's shortcut when it owns the hazard.
 ERROR_RATE: dict[str, float] = {
-    "careful": 0.15,
-    "sloppy": 0.60,
-    "overconfident": 0.70,
-    "stale_policy": 0.70,
-    "shortcut_seeking": 0.90,
+    "careful": 0.20,
+    "sloppy": 0.70,
+    "overconfident": 0.75,
+    "stale_policy": 0.75,
+    "shortcut_seeking": 0.95,
 }
 
 _HINTS: dict[str, tuple[str, ...]] = {

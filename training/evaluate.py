@@ -1,0 +1,202 @@
+"""Evaluate policies on a named split: the seed's metrics with 95% confidence intervals.
+
+    python -m training.evaluate --policy rule,oracle,naive --split heldout_seeds -n 500 \
+        --difficulty medium --out results/eval.json
+
+Every policy plays the same scenarios, so the rule-baseline win rate is paired.
+Importable: `evaluate(policy, split, n, ...)` returns the result dict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+from tqdm import tqdm
+
+from releaseops_arena.baselines import POLICIES, Policy, play
+from releaseops_arena.splits import SPLITS, scenarios
+
+Z95 = 1.959963984540054
+
+# name -> zero-argument policy factory. Baselines are built in; the training
+# pipeline registers LLM checkpoints here ("hf:<path>").
+POLICY_FACTORIES: dict[str, Callable[[], Policy]] = dict(POLICIES)
+
+
+def register_policy(name: str, factory: Callable[[], Policy]) -> None:
+    POLICY_FACTORIES[name] = factory
+
+
+def make_policy(name: str) -> Policy:
+    if name in POLICY_FACTORIES:
+        return POLICY_FACTORIES[name]()
+    if name.startswith("hf:"):
+        from .llm_policy import LLMPolicy  # imported lazily: needs torch/transformers
+
+        return LLMPolicy(name[3:])
+    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)} or hf:<checkpoint path>")
+
+
+def wilson(successes: int, n: int) -> list[float]:
+    """95% Wilson score interval for a proportion."""
+    if n == 0:
+        return [0.0, 0.0]
+    p = successes / n
+    denom = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
+def mean_ci(values: list[float]) -> list[float]:
+    """95% normal-approximation interval for a mean."""
+    if len(values) < 2:
+        return [values[0], values[0]] if values else [0.0, 0.0]
+    m, sd = statistics.fmean(values), statistics.stdev(values)
+    half = Z95 * sd / math.sqrt(len(values))
+    return [round(m - half, 4), round(m + half, 4)]
+
+
+def rate(successes: int, n: int) -> dict:
+    return {"rate": round(successes / n, 4) if n else None, "ci95": wilson(successes, n), "n": n}
+
+
+def summarize(episodes: list[dict]) -> dict:
+    """Aggregate per-episode metrics into the seed's section-18 table."""
+    n = len(episodes)
+    returns = [e["episode_return"] for e in episodes]
+    p1 = [e for e in episodes if e["p1_present"]]
+    blocks = sum(e["blocks"] for e in episodes)
+    calls = sum(e["tool_calls"] for e in episodes)
+    budget_total = sum(e["budget_total"] for e in episodes)
+    budget_used = sum(e["budget_used"] for e in episodes)
+    return {
+        "episodes": n,
+        "safe_ship": rate(sum(e["safe_ship"] for e in episodes), n),
+        "unsafe_ship": rate(sum(e["unsafe_ship"] for e in episodes), n),
+        "missed_deadline": rate(sum(e["missed_deadline"] for e in episodes), n),
+        "p1_catch": rate(sum(e["p1_caught"] for e in p1), len(p1)),
+        "false_block": rate(sum(e["false_blocks"] for e in episodes), blocks),
+        "budget_used": {"rate": round(budget_used / budget_total, 4) if budget_total else None,
+                        "mean_units": round(budget_used / n, 4) if n else None},
+        "invalid_action": rate(sum(e["invalid_actions"] for e in episodes), calls),
+        "mean_return": {"mean": round(statistics.fmean(returns), 4) if returns else None,
+                        "ci95": mean_ci(returns)},
+    }
+
+
+def _play_one(job: tuple[str, dict, int]) -> dict:
+    name, scenario, rng_seed = job
+    run = play(make_policy(name), scenario, rng_seed)
+    return {**scenario, **run["metrics"]}
+
+
+def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers: int = 1,
+                 progress: bool = True) -> list[list[dict]]:
+    """Play `repeats` episodes per scenario; returns [scenario][repeat] metrics."""
+    jobs = [(name, s, i * 7919 + r) for i, s in enumerate(scenario_list) for r in range(repeats)]
+    bar = tqdm(total=len(jobs), desc=name, disable=not progress, leave=False)
+    if workers > 1:
+        with mp.get_context("fork").Pool(workers) as pool:
+            results = []
+            for out in pool.imap(_play_one, jobs, chunksize=16):
+                results.append(out)
+                bar.update()
+    else:
+        results = []
+        for job in jobs:
+            results.append(_play_one(job))
+            bar.update()
+    bar.close()
+    return [results[i * repeats:(i + 1) * repeats] for i in range(len(scenario_list))]
+
+
+def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: int = 1, workers: int = 1,
+             baseline: dict | None = None, progress: bool = True) -> dict:
+    """Evaluate one policy; `baseline` (a result of this function) enables the paired win rate."""
+    scenario_list = list(scenarios(split, n, difficulty))
+    stochastic = getattr(POLICY_FACTORIES.get(policy), "stochastic", False)
+    repeats = k if stochastic else 1
+    grid = run_episodes(policy, scenario_list, repeats, workers, progress)
+    first = [runs[0] for runs in grid]
+    result = {"policy": policy, "split": split, "n": n, "difficulty": difficulty or "all",
+              "metrics": summarize(first), "by_family": {}, "by_difficulty": {}}
+    for key, out in (("family", "by_family"), ("difficulty", "by_difficulty")):
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for e in first:
+            groups[e[key]].append(e)
+        result[out] = {g: summarize(es) for g, es in sorted(groups.items())}
+    if repeats > 1:
+        passed = sum(all(r["safe_ship"] for r in runs) for runs in grid)
+        result["pass_k"] = {"k": repeats, **rate(passed, len(grid))}
+    result["episodes"] = [{k2: e[k2] for k2 in ("family", "seed", "difficulty", "archetype_mix", "outcome",
+                                                "episode_return", "budget_used", "false_blocks")} for e in first]
+    if baseline is not None:
+        add_rule_win(result, baseline)
+    return result
+
+
+def add_rule_win(result: dict, baseline: dict) -> None:
+    """Paired comparison on the same scenarios: a win is a strictly higher episode return."""
+    pairs = list(zip(result["episodes"], baseline["episodes"]))
+    assert all(a["seed"] == b["seed"] for a, b in pairs), "win rate needs the same scenarios"
+    wins = sum(a["episode_return"] > b["episode_return"] for a, b in pairs)
+    ties = sum(a["episode_return"] == b["episode_return"] for a, b in pairs)
+    result["metrics"]["rule_win"] = {**rate(wins, len(pairs)), "ties": ties, "losses": len(pairs) - wins - ties}
+
+
+def fmt(metric: dict) -> str:
+    if metric.get("rate") is None:
+        return "n/a"
+    lo, hi = metric["ci95"]
+    return f"{100 * metric['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def markdown(results: list[dict]) -> str:
+    """One row per policy: rates in percent with 95% intervals."""
+    head = ("| policy | safe ship % | unsafe ship % | missed deadline % | P1 catch % | false block % | "
+            "budget used % | invalid % | rule win % | mean return |")
+    lines = [head, "|" + "---|" * 10]
+    for r in results:
+        m = r["metrics"]
+        ret = m["mean_return"]
+        lines.append(
+            f"| {r['policy']} | {fmt(m['safe_ship'])} | {fmt(m['unsafe_ship'])} | {fmt(m['missed_deadline'])} | "
+            f"{fmt(m['p1_catch'])} | {fmt(m['false_block'])} | {100 * (m['budget_used']['rate'] or 0):.0f} | "
+            f"{fmt(m['invalid_action'])} | {fmt(m['rule_win']) if 'rule_win' in m else '-'} | "
+            f"{ret['mean']:.3f} [{ret['ci95'][0]:.3f}, {ret['ci95'][1]:.3f}] |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--policy", default="rule,oracle,naive",
+                        help=f"comma-separated: {', '.join(POLICY_FACTORIES)}, or hf:<checkpoint>")
+    parser.add_argument("--split", default="heldout_seeds", choices=list(SPLITS))
+    parser.add_argument("-n", type=int, default=200, help="scenarios per policy")
+    parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
+    parser.add_argument("-k", type=int, default=4, help="repeats per scenario for stochastic policies (pass^k)")
+    parser.add_argument("--workers", type=int, default=max(1, (mp.cpu_count() or 1)))
+    parser.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
+    args = parser.parse_args(argv)
+    names = [p.strip() for p in args.policy.split(",") if p.strip()]
+    rule = evaluate("rule", args.split, args.n, args.difficulty, workers=args.workers)
+    add_rule_win(rule, rule)
+    results = [rule if name == "rule" else
+               evaluate(name, args.split, args.n, args.difficulty, args.k, args.workers, baseline=rule)
+               for name in names]
+    print(markdown(results))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
