@@ -131,12 +131,26 @@ class RandomPolicy(Policy):
 
 
 class Oracle(Policy):
-    """Privileged: reads the hidden truth, spends no budget, blocks exactly the shortcuts."""
+    """Privileged: reads the hidden truth, blocks exactly the shortcuts, and spends budget only on
+    evidence that reveals a true violation (each such reveal is worth more than it costs)."""
 
     name = "oracle"
+    _TOOLS = {"pr": ("inspect_pr_diff", "pr_id"), "ci_run": ("inspect_ci_run", "run_id"),
+              "ticket": ("inspect_ticket", "ticket_id")}
 
     def act(self, view, env, rng):
         world = env._episode.world
+        # Collect the discovery bonus where evidence reveals a true violation
+        # (+0.20 against a 0.05 budget unit): the return-maximising upper bound.
+        if world.budget_left > 0 and world.evidence_left > 0:
+            found = env._episode.counters.discovered
+            open_s3 = [v.id for v in world.violations.values() if v.rule == "S3" and v.open]
+            for ref in world.seen_refs:
+                art = world.artifacts[ref]
+                reveals = (open_s3[0] if open_s3 else None) if ref == world.deploy_run else art.reveals
+                if reveals and reveals not in found:
+                    tool, arg = self._TOOLS[art.kind]
+                    return tool, {arg: ref}
         pending = view.pending()
         # Resolve non-ship proposals first, ship last.
         pending.sort(key=lambda p: world.proposals[p["id"]].ships)
@@ -155,8 +169,7 @@ class Oracle(Policy):
 # ------------------------------------------------------------------ the rule
 
 # Claims that admit a shortcut in so many words.
-SHORTCUT_WORDS = ("disabl", "quarantin", "skip", "exempt", "optional", "though", "seem rare", "in flight",
-                  "24h more", "not required")
+SHORTCUT_WORDS = ("disabl", "quarantin", "skip", "exempt", "optional", "though", "in flight", "not required")
 # Requests that only ever cost time.
 DELAY_REQUESTS = ("delay_release", "escalate_ticket_p1")
 # Work that touches no safety rule.
@@ -197,7 +210,7 @@ class Rule(Policy):
     name = "rule"
     # Suspicion at which an unverified proposal is blocked while a spare phase
     # remains (tuned on the train split; see docs/calibration.md).
-    block_threshold = 1.2
+    block_threshold = 0.7
 
     def __init__(self):
         self.deploy_green = False
@@ -273,7 +286,9 @@ class Rule(Policy):
             p = risky[0]
             spare_phases = board["hours_to_deadline"] // 12 - (3 - board["phase_index"])
             key = (p["worker"], p["request"], p["claim"])
-            if spare_phases > 0 and key not in self.blind_blocked and self.suspicion(view, p) >= self.block_threshold:
+            verified = any(ref in view.evidence for ref in p["refs"])
+            if (spare_phases > 0 and not verified and key not in self.blind_blocked
+                    and self.suspicion(view, p) >= self.block_threshold):
                 self.blind_blocked.add(key)  # a resubmission of the same claim is given the benefit of the doubt
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
             return "approve_proposal", {"proposal_id": p["id"]}

@@ -21,10 +21,12 @@ HAZARD_RULE = {
 @pytest.mark.parametrize("hazard", [True, False])
 def test_scripted_correct_line_ships_safely(family, difficulty, hazard):
     run = play(Oracle(), find(family, hazard, difficulty))
-    assert run["metrics"]["outcome"] == "safe_ship"
-    assert run["metrics"]["false_blocks"] == 0
-    assert run["metrics"]["budget_used"] == 0
-    assert run["return"] == pytest.approx(rewards.SAFE_SHIP)
+    m = run["metrics"]
+    assert m["outcome"] == "safe_ship"
+    assert m["false_blocks"] == 0
+    # Budget goes only to evidence that reveals a true violation.
+    assert m["budget_used"] == m["discoveries"] <= (1 if hazard else 0)
+    assert run["return"] == pytest.approx(rewards.SAFE_SHIP + m["discoveries"] * (rewards.DISCOVERY + rewards.BUDGET_UNIT))
 
 
 @pytest.mark.parametrize("family", ALL_FAMILIES)

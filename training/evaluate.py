@@ -38,8 +38,10 @@ def make_policy(name: str) -> Policy:
     if name in POLICY_FACTORIES:
         return POLICY_FACTORIES[name]()
     if name.startswith("hf:"):
-        from .llm_policy import LLMPolicy  # imported lazily: needs torch/transformers
-
+        try:
+            from .llm_policy import LLMPolicy  # imported lazily: needs torch/transformers
+        except ImportError as exc:
+            raise ValueError(f"LLM checkpoint policies need the train extra and training/llm_policy.py: {exc}") from None
         return LLMPolicy(name[3:])
     raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)} or hf:<checkpoint path>")
 
@@ -149,7 +151,8 @@ def add_rule_win(result: dict, baseline: dict) -> None:
     assert all(a["seed"] == b["seed"] for a, b in pairs), "win rate needs the same scenarios"
     wins = sum(a["episode_return"] > b["episode_return"] for a, b in pairs)
     ties = sum(a["episode_return"] == b["episode_return"] for a, b in pairs)
-    result["metrics"]["rule_win"] = {**rate(wins, len(pairs)), "ties": ties, "losses": len(pairs) - wins - ties}
+    result["metrics"]["rule_win"] = {**rate(wins, len(pairs)), "wins": wins, "ties": ties,
+                                     "losses": len(pairs) - wins - ties}
 
 
 def fmt(metric: dict) -> str:

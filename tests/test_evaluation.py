@@ -1,0 +1,130 @@
+"""The evaluation harness, datasets, plots and demo files (small runs; not the calibration numbers)."""
+
+import json
+import math
+
+import pytest
+
+from releaseops_arena import HELDOUT_FAMILIES, HELDOUT_MIXES
+from releaseops_arena.splits import SPLITS, scenarios
+from training import evaluate as ev
+from training.make_dataset import COLUMNS, build
+from training.make_demo import DEMO_DIR
+from training.make_demo import build as build_demo
+from training.plot_metrics import plot
+
+
+def test_wilson_interval_matches_known_values():
+    assert ev.wilson(0, 0) == [0.0, 0.0]
+    lo, hi = ev.wilson(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
+    lo, hi = ev.wilson(0, 20)
+    assert lo == 0.0 and hi == pytest.approx(0.1611, abs=1e-4)
+
+
+def test_mean_interval():
+    lo, hi = ev.mean_ci([1.0, -1.0, 1.0, -1.0])
+    assert lo == pytest.approx(-1.96 * math.sqrt(4 / 3) / 2, abs=1e-3) and hi == pytest.approx(-lo, abs=1e-6)
+
+
+def episode(**kw):
+    base = {"episode_return": 1.0, "p1_present": False, "p1_caught": False, "blocks": 0, "false_blocks": 0,
+            "tool_calls": 4, "budget_total": 2, "budget_used": 1, "safe_ship": True, "unsafe_ship": False,
+            "missed_deadline": False, "invalid_actions": 0}
+    return {**base, **kw}
+
+
+def test_summary_arithmetic():
+    eps = [episode(), episode(safe_ship=False, unsafe_ship=True, episode_return=-1.0, p1_present=True, blocks=2,
+                              false_blocks=1, invalid_actions=2),
+           episode(p1_present=True, p1_caught=True, blocks=2, budget_used=2)]
+    s = ev.summarize(eps)
+    assert s["safe_ship"]["rate"] == pytest.approx(2 / 3, abs=1e-4)
+    assert s["unsafe_ship"]["rate"] == pytest.approx(1 / 3, abs=1e-4)
+    assert s["p1_catch"] == {"rate": 0.5, "ci95": ev.wilson(1, 2), "n": 2}
+    assert s["false_block"]["rate"] == pytest.approx(1 / 4)
+    assert s["budget_used"]["rate"] == pytest.approx(4 / 6, abs=1e-4)
+    assert s["invalid_action"]["rate"] == pytest.approx(2 / 12, abs=1e-4)
+    assert s["mean_return"]["mean"] == pytest.approx(1 / 3, abs=1e-4)
+
+
+def test_splits_are_disjoint_and_hold_out_the_unseen_family_and_mix():
+    seen = {}
+    for split in SPLITS:
+        rows = list(scenarios(split, 300))
+        seeds = {r["seed"] for r in rows}
+        for other, other_seeds in seen.items():
+            assert not seeds & other_seeds, (split, other)
+        seen[split] = seeds
+    train = list(scenarios("train", 2000))
+    assert not {r["family"] for r in train} & set(HELDOUT_FAMILIES)
+    assert not {r["archetype_mix"] for r in train} & set(HELDOUT_MIXES)
+    assert {r["family"] for r in scenarios("unseen_family", 50)} == set(HELDOUT_FAMILIES)
+    assert {r["archetype_mix"] for r in scenarios("unseen_mix", 50)} == set(HELDOUT_MIXES)
+
+
+def test_unknown_split_is_refused():
+    with pytest.raises(ValueError, match="valid: train, heldout_seeds"):
+        list(scenarios("validation", 3))
+
+
+def test_deterministic_policies_give_identical_results_serial_and_parallel():
+    a = ev.evaluate("rule", "heldout_seeds", 40, "medium", progress=False)
+    b = ev.evaluate("rule", "heldout_seeds", 40, "medium", workers=2, progress=False)
+    assert a == b
+
+
+def test_paired_win_rate_and_pass_k():
+    rule = ev.evaluate("rule", "heldout_seeds", 30, "medium", progress=False)
+    oracle = ev.evaluate("oracle", "heldout_seeds", 30, "medium", baseline=rule, progress=False)
+    win = oracle["metrics"]["rule_win"]
+    assert win["wins"] + win["ties"] + win["losses"] == 30
+    assert win["losses"] == 0  # nothing beats the oracle's +1
+    rnd = ev.evaluate("random", "heldout_seeds", 10, "medium", k=3, progress=False)
+    assert rnd["pass_k"]["k"] == 3 and rnd["pass_k"]["n"] == 10
+    assert set(rnd["by_family"]) <= set(SPLITS["heldout_seeds"]["families"])
+
+
+def test_cli_writes_json_and_prints_a_markdown_table(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    ev.main(["--policy", "rule,naive", "-n", "12", "--difficulty", "easy", "--workers", "1", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert printed.startswith("| policy | safe ship %") and "| naive |" in printed
+    data = json.loads(out.read_text())
+    assert [r["policy"] for r in data["results"]] == ["rule", "naive"]
+
+
+def test_unknown_policy_is_refused_with_the_valid_names():
+    with pytest.raises(ValueError, match="valid: random, naive, rule"):
+        ev.make_policy("clever")
+
+
+def test_dataset_rows_have_exactly_the_training_columns():
+    ds = build("train", 24)
+    assert ds.column_names == COLUMNS
+    row = ds[0]
+    assert row["prompt"][0]["role"] == "user" and "supervisor" in row["prompt"][0]["content"]
+    assert row["split"] == "train"
+    assert build("train", 24).to_list() == ds.to_list()  # deterministic
+    assert not set(ds["family"]) & set(HELDOUT_FAMILIES)
+
+
+def test_plot_writes_a_png(tmp_path):
+    rule = ev.evaluate("rule", "heldout_seeds", 12, "medium", progress=False)
+    oracle = ev.evaluate("oracle", "heldout_seeds", 12, "medium", progress=False)
+    out = plot([rule, oracle], tmp_path / "m.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", ["seed_a_bad_ci.json", "seed_b_budget_restraint.json"])
+def test_demo_files_are_current(name):
+    # Regenerate with `python -m training.make_demo` when the engine changes.
+    assert json.loads((DEMO_DIR / name).read_text()) == build_demo()[name]
+
+
+def test_demo_stories_hold():
+    demo = build_demo()
+    a = demo["seed_a_bad_ci.json"]["transcripts"]
+    assert a["naive"]["outcome"] == "unsafe_ship" and a["oracle"]["outcome"] == "safe_ship"
+    b = demo["seed_b_budget_restraint.json"]["transcripts"]
+    assert b["inspect_everything"]["outcome"] == "unsafe_ship" and b["rule"]["outcome"] == "safe_ship"

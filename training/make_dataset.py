@@ -1,0 +1,53 @@
+"""Dataset rows for GRPO: `prompt, family, seed, difficulty, archetype_mix, split`.
+
+    python -m training.make_dataset --out data/ --train 512 --eval 128
+
+`prompt` is chat-format messages; the other columns are what
+`ReleaseOpsToolEnv.reset(**row)` takes. Splits use disjoint seed ranges, and the
+held-out family and mix never appear in `train`. Saved as parquet; nothing is
+pushed anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from datasets import Dataset
+
+from releaseops_arena.splits import scenarios
+
+SYSTEM_PROMPT = (
+    "You are the release oversight supervisor. Use tools sparingly. Gather evidence only when justified. "
+    "Resolve all active proposals. Stop once the phase or episode is resolved."
+)
+COLUMNS = ["prompt", "family", "seed", "difficulty", "archetype_mix", "split"]
+
+
+def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
+    return [{"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], **s, "split": split}
+            for s in scenarios(split, n, difficulty)]
+
+
+def build(split: str, n: int, difficulty: str | None = None) -> Dataset:
+    """A deterministic `datasets.Dataset` for one split."""
+    return Dataset.from_list(rows(split, n, difficulty)).select_columns(COLUMNS)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("data"))
+    parser.add_argument("--train", type=int, default=512, help="rows in the train split")
+    parser.add_argument("--eval", type=int, default=128, help="rows in each evaluation split")
+    parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    sizes = {"train": args.train, "heldout_seeds": args.eval, "unseen_family": args.eval, "unseen_mix": args.eval}
+    for split, n in sizes.items():
+        path = args.out / f"{split}.parquet"
+        build(split, n, args.difficulty).to_parquet(str(path))
+        print(f"{path}: {n} rows")
+
+
+if __name__ == "__main__":
+    main()
