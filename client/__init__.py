@@ -1,0 +1,52 @@
+"""Clients for a ReleaseOps Arena server (installed as `releaseops_arena.client`).
+
+Nothing of this package is needed to talk to a server: OpenEnv's
+`GenericEnvClient` speaks the wire with plain dicts::
+
+    from openenv.core import GenericEnvClient
+
+    with GenericEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
+        result = env.reset(family="green_ci_disabled_payment_test", seed=17, difficulty="medium",
+                           archetype_mix="shortcut_ci__careful_qa")
+        print(result.observation["text"])          # the board a model sees
+        result = env.step({"tool_name": "approve_proposal", "arguments": {"proposal_id": "p1"}})
+        print(result.reward, result.done)           # from the response envelope
+        print(result.observation["text"])           # the tool result, or the invalid call's message
+
+One connection is one episode at a time (HTTP /reset and /step are stateless).
+
+What this package adds:
+
+- `ReleaseOpsEnv`: the typed `EnvClient[ReleaseOpsAction, ReleaseOpsObservation,
+  ReleaseOpsState]`, async or `.sync()`, with timeouts suited to RL rollouts.
+- `RemoteReleaseOpsToolEnv`: the remote twin of `ReleaseOpsToolEnv` for TRL's
+  `environment_factory` (same seven tools, same strings, rewards and metrics).
+- `make_remote_env_factory(base_urls)`, `remote_sessions(base_urls)`: factories
+  spreading sessions round-robin over server replicas; `close_all()` closes
+  every session of the process; `check_capacity(base_urls, generation_batch_size)`
+  fails fast when the servers cannot hold a generation batch.
+"""
+
+from .releaseops_client import ReleaseOpsEnv
+from .remote_tool_env import (
+    CapacityError,
+    RemoteEnvFactory,
+    RemoteReleaseOpsToolEnv,
+    SessionLostError,
+    check_capacity,
+    close_all,
+    make_remote_env_factory,
+    remote_sessions,
+)
+
+__all__ = [
+    "ReleaseOpsEnv",
+    "RemoteReleaseOpsToolEnv",
+    "RemoteEnvFactory",
+    "make_remote_env_factory",
+    "remote_sessions",
+    "close_all",
+    "check_capacity",
+    "CapacityError",
+    "SessionLostError",
+]

@@ -67,10 +67,18 @@ def rules_for(proposal: dict) -> list[str]:
 
 
 class Policy:
+    """A supervisor. `act` returns the next call, or None to stop (the episode is then abandoned)."""
+
     name = "policy"
     stochastic = False
 
-    def act(self, view: View, env: ReleaseOpsToolEnv, rng: random.Random) -> tuple[str, dict]:
+    def begin(self, observation: str) -> None:
+        """Called with the initial observation string."""
+
+    def observe(self, text: str) -> None:
+        """Called with each tool result, or an error as TRL reports it (`{'error': ...}`)."""
+
+    def act(self, view: View, env: ReleaseOpsToolEnv, rng: random.Random) -> tuple[str, dict] | None:
         raise NotImplementedError
 
 
@@ -333,14 +341,23 @@ def play(policy: Policy, scenario: dict, rng_seed: int = 0) -> dict:
     rng = random.Random(rng_seed)
     observation = env.reset(**scenario)
     view = View(json.loads(observation))
+    policy.begin(observation)
     steps = []
     while not env.done:
-        tool, args = policy.act(view, env, rng)
+        call = policy.act(view, env, rng)
+        if call is None:
+            env._abandon()
+            break
+        tool, args = call
         try:
-            text = getattr(env, tool)(**args)
+            # Through the engine's own validation, so a malformed call (unknown tool or
+            # argument) is an invalid action like any other (V1, V3).
+            text = env._call_tool(tool, **args)
             view.update(json.loads(text))
             steps.append({"tool": tool, "arguments": args, "result": text})
+            policy.observe(text)
         except ValueError as exc:
             steps.append({"tool": tool, "arguments": args, "error": str(exc)})
+            policy.observe(str({"error": str(exc)}))
     return {"scenario": dict(scenario), "policy": policy.name, "observation": observation, "steps": steps,
             "metrics": env.metrics, "return": env.reward}

@@ -128,6 +128,17 @@ class Episode:
         })
         return StepResult(text, round(reward, 6), self.done, error, self.outcome)
 
+    def abandon(self) -> StepResult:
+        """The supervisor stopped acting before the release shipped: it misses its deadline."""
+        if self.done:
+            raise EpisodeOver(f"episode is over ({self.outcome}); call reset() to start a new one")
+        reward = self._finish("missed_deadline", "abandoned")
+        self.episode_return = round(self.episode_return + reward, 6)
+        self.audit.append({"step": self.counters.tool_calls, "phase": catalog.PHASES[self.world.stage],
+                           "round": self.world.round, "tool": None, "arguments": {}, "budget_cost": 0,
+                           "reward": reward, "result": None, "error": None, "terminal": "abandoned"})
+        return StepResult("", reward, True, None, self.outcome)
+
     def metrics(self) -> dict:
         """Episode metrics (complete once `done`)."""
         w, c = self.world, self.counters

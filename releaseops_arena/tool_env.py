@@ -27,14 +27,19 @@ class ReleaseOpsToolEnv(SupervisorTools):
         Other columns, such as `prompt` and `split`, are ignored. Missing ones
         take the catalogue defaults.
         """
-        config = {key: kwargs.get(key, default) for key, default in catalog.DEFAULT_SCENARIO.items()}
-        if config["seed"] is None:
-            config["seed"] = catalog.DEFAULT_SCENARIO["seed"]
+        # A missing or null column takes the default, as over the wire.
+        config = {key: default if kwargs.get(key) is None else kwargs[key]
+                  for key, default in catalog.DEFAULT_SCENARIO.items()}
         self._episode = Episode(**config)
         self.reward = 0.0
         self.done = False
         self.metrics = {}
         return self._episode.initial_observation
+
+    def _abandon(self) -> None:
+        """End an episode the policy stopped playing (scored as a missed deadline)."""
+        self._episode.abandon()
+        self.reward, self.done, self.metrics = self._episode.episode_return, True, self._episode.metrics()
 
     def _call_tool(self, tool_name: str, **arguments: str) -> str:
         if self._episode is None:

@@ -34,15 +34,21 @@ def register_policy(name: str, factory: Callable[[], Policy]) -> None:
     POLICY_FACTORIES[name] = factory
 
 
+_LOADED: dict[str, Policy] = {}
+
+
 def make_policy(name: str) -> Policy:
     if name in POLICY_FACTORIES:
         return POLICY_FACTORIES[name]()
+    if name in _LOADED:  # a checkpoint is loaded once per process; `begin` resets its episode state
+        return _LOADED[name]
     if name.startswith("hf:"):
         try:
             from .llm_policy import LLMPolicy  # imported lazily: needs torch/transformers
         except ImportError as exc:
             raise ValueError(f"LLM checkpoint policies need the train extra and training/llm_policy.py: {exc}") from None
-        return LLMPolicy(name[3:])
+        _LOADED[name] = LLMPolicy(name[3:])
+        return _LOADED[name]
     raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)} or hf:<checkpoint path>")
 
 
@@ -126,6 +132,8 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
     scenario_list = list(scenarios(split, n, difficulty))
     stochastic = getattr(POLICY_FACTORIES.get(policy), "stochastic", False)
     repeats = k if stochastic else 1
+    if policy.startswith("hf:"):
+        workers = 1  # one model in one process; generation already uses the cores
     grid = run_episodes(policy, scenario_list, repeats, workers, progress)
     first = [runs[0] for runs in grid]
     result = {"policy": policy, "split": split, "n": n, "difficulty": difficulty or "all",

@@ -1,0 +1,412 @@
+"""The clients against real uvicorn servers on 127.0.0.1.
+
+GenericEnvClient (the README snippet), the typed `ReleaseOpsEnv` (sync and
+async), and `RemoteReleaseOpsToolEnv`, TRL's remote environment: identical to
+the in-process `ReleaseOpsToolEnv`, lazy, reconnecting, tracked and closed,
+spread over replicas, capacity-checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import gc
+import inspect
+import io
+import json
+import threading
+import time
+
+import numpy
+import pytest
+from openenv.core import serialize_observation
+
+from client import (
+    CapacityError,
+    ReleaseOpsEnv,
+    RemoteReleaseOpsToolEnv,
+    SessionLostError,
+    check_capacity,
+    close_all,
+    make_remote_env_factory,
+    remote_sessions,
+)
+from client import remote_tool_env as rte
+from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
+from releaseops_arena.baselines import POLICIES, play
+from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+from tests.live_server import free_port, live_server, run_live_server  # noqa: F401  (live_server: fixture)
+
+README_SNIPPET = '''\
+from openenv.core import GenericEnvClient
+
+with GenericEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
+    result = env.reset(family="green_ci_disabled_payment_test", seed=17, difficulty="medium",
+                       archetype_mix="shortcut_ci__careful_qa")
+    print(result.observation["text"])                 # the board: exactly what a model sees
+    first = result.observation["board"]["proposals"][0]
+    result = env.step({"tool_name": "ask_worker",
+                       "arguments": {"worker_id": first["worker"], "question_type": "evidence_basis"}})
+    print(result.reward, result.done)                 # this step's reward and done, from the envelope
+    print(result.observation["text"])                 # the tool result, or an invalid call's message
+    while not result.done:                            # naive: approve whatever is pending, ship included
+        pending = [p for p in result.observation["board"]["proposals"] if "status" not in p]
+        result = env.step({"tool_name": "approve_proposal", "arguments": {"proposal_id": pending[0]["id"]}})
+    print(result.observation["outcome"], result.observation["episode_return"])
+'''
+
+SCENARIO = {"family": "green_ci_disabled_payment_test", "seed": 17, "difficulty": "medium",
+            "archetype_mix": "shortcut_ci__careful_qa"}
+SMALL = {"MAX_CONCURRENT_ENVS": "4"}
+
+
+@pytest.fixture(autouse=True)
+def _close_sessions_after_each_test():
+    yield
+    close_all()
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """Started in parallel: two with MAX_CONCURRENT_ENVS=4, one whose idle reaper frees sessions after 1 s."""
+    configs = {"a": SMALL, "b": SMALL, "reaper": {"SESSION_IDLE_TIMEOUT_S": "1", "MAX_CONCURRENT_ENVS": "2"}}
+    with contextlib.ExitStack() as stack:
+        managers = {name: run_live_server(env=env) for name, env in configs.items()}
+        with concurrent.futures.ThreadPoolExecutor(len(managers)) as pool:
+            futures = {name: pool.submit(cm.__enter__) for name, cm in managers.items()}
+        for name, future in futures.items():  # stop whatever started, even if another failed
+            if future.exception() is None:
+                stack.push(managers[name].__exit__)
+        yield {name: future.result() for name, future in futures.items()}
+
+
+@pytest.fixture
+def small_servers(servers):
+    return [servers["a"], servers["b"]]
+
+
+def local_run(policy: str, scenario: dict, rng_seed: int) -> dict:
+    return play(POLICIES[policy](), scenario, rng_seed)
+
+
+def outcome_of(env, tool: str, args: dict):
+    try:
+        return ("ok", getattr(env, tool)(**args))
+    except ValueError as exc:
+        return ("ValueError", str(exc))
+
+
+# ------------------------------------------------------------------ GenericEnvClient (README)
+
+
+def test_the_readme_snippet_runs_against_a_live_server(live_server):  # noqa: F811
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(README_SNIPPET.replace("http://127.0.0.1:8000", live_server), "README", "exec"), {})
+    lines = out.getvalue().splitlines()
+    local = ReleaseOpsToolEnv()
+    board = local.reset(**SCENARIO)
+    assert lines[0] == board
+    first = json.loads(board)["proposals"][0]
+    answer = local.ask_worker(first["worker"], "evidence_basis")
+    assert lines[1] == f"{local.reward} False"
+    assert lines[2] == answer
+    outcome, episode_return = lines[-1].split()
+    assert outcome in ("safe_ship", "unsafe_ship", "missed_deadline")
+    while not local.done:
+        pending = [p for p in local._episode.board()["proposals"] if "status" not in p]
+        local.approve_proposal(pending[0]["id"])
+    assert (outcome, float(episode_return)) == (local.metrics["outcome"], local.reward)
+
+
+# ------------------------------------------------------------------ typed client
+
+
+def test_parse_result_reads_reward_and_done_from_the_envelope():
+    # OpenEnv #1017: serialize_observation strips reward/done from the observation.
+    obs = ReleaseOpsObservation(text="t", error="bad", reward=-0.25, done=True, metadata={"metrics": {"x": 1}})
+    wire = json.loads(json.dumps(serialize_observation(obs)))
+    assert "reward" not in wire["observation"] and "done" not in wire["observation"]
+    result = ReleaseOpsEnv(base_url="http://127.0.0.1:1")._parse_result(wire)
+    assert (result.reward, result.done, result.metadata) == (-0.25, True, {"metrics": {"x": 1}})
+    assert (result.observation.reward, result.observation.done, result.observation.error) == (-0.25, True, "bad")
+    with pytest.raises(RuntimeError, match="malformed"):
+        ReleaseOpsEnv(base_url="http://127.0.0.1:1")._parse_result({"reward": 1.0, "done": True})
+
+
+def check_typed_episode(results: list, state: ReleaseOpsState, local: dict) -> None:
+    reset, invalid, *steps = results
+    assert isinstance(reset.observation, ReleaseOpsObservation)
+    assert reset.observation.text == local["observation"] and (reset.reward, reset.done) == (0.0, False)
+    # A non-zero reward arrives: the envelope is read, not the stripped observation.
+    assert (invalid.reward, invalid.done) == (-0.25, False)
+    assert invalid.observation.reward == -0.25 and invalid.observation.error == invalid.observation.text
+    assert [r.observation.text for r in steps] == [s["result"] for s in local["steps"]]
+    assert [r.done for r in steps] == [False] * (len(steps) - 1) + [True]
+    assert sum(r.reward for r in steps) == pytest.approx(local["return"])
+    last = steps[-1]
+    assert last.observation.episode_return == pytest.approx(local["return"] - 0.25)
+    assert last.observation.outcome == "safe_ship" and last.observation.done is True
+    assert last.metadata["metrics"] == last.observation.metadata["metrics"]
+    assert last.metadata["metrics"]["outcome"] == "safe_ship"
+    assert isinstance(state, ReleaseOpsState)
+    assert (state.done, state.outcome, state.seed, state.step_count) == (True, "safe_ship", 17, len(steps) + 1)
+
+
+def test_typed_client_sync(live_server):  # noqa: F811
+    local = local_run("oracle", SCENARIO, 0)
+    with ReleaseOpsEnv(base_url=live_server).sync() as env:
+        results = [env.reset(**SCENARIO),
+                   env.step(ReleaseOpsAction(tool_name="approve_proposal", arguments={"proposal_id": "p999"}))]
+        for s in local["steps"]:
+            results.append(env.step(ReleaseOpsAction(tool_name=s["tool"], arguments=s["arguments"])))
+        state = env.state()
+    check_typed_episode(results, state, local)
+
+
+def test_typed_client_async(live_server):  # noqa: F811
+    local = local_run("oracle", SCENARIO, 0)
+
+    async def main():
+        async with ReleaseOpsEnv(base_url=live_server) as env:
+            results = [await env.reset(**SCENARIO),
+                       await env.step({"tool_name": "approve_proposal", "arguments": {"proposal_id": "p999"}})]
+            for s in local["steps"]:
+                results.append(await env.step({"tool_name": s["tool"], "arguments": s["arguments"]}))
+            return results, await env.state()
+
+    check_typed_episode(*asyncio.run(main()), local)
+
+
+# ------------------------------------------------------------------ the remote tool env
+
+
+def parity_cases(n: int):
+    policies = ["random", "rule", "oracle", "random", "naive", "block_everything", "inspect_everything",
+                "always_hold", "random"]
+    for i in range(n):
+        scenario = {"family": ALL_FAMILIES[i % len(ALL_FAMILIES)], "seed": 3000 + i,
+                    "difficulty": DIFFICULTIES[(i // 4) % len(DIFFICULTIES)],
+                    "archetype_mix": ALL_MIXES[i % len(ALL_MIXES)]}
+        yield policies[i % len(policies)], scenario, i
+
+
+def test_remote_tool_env_is_identical_to_the_local_one(live_server):  # noqa: F811
+    factory = make_remote_env_factory(live_server)
+    pool = [factory() for _ in range(4)]  # reused across episodes, like TRL's pool
+    calls = invalid = 0
+    outcomes = set()
+    for policy, scenario, i in parity_cases(168):
+        recorded = local_run(policy, scenario, rng_seed=i)
+        remote, local = pool[i % len(pool)], ReleaseOpsToolEnv()
+        row = {**scenario, "prompt": [{"role": "user", "content": "x"}], "split": "train"}  # TRL passes the row
+        assert remote.reset(**row) == local.reset(**row) == recorded["observation"]
+        assert (remote.reward, remote.done, remote.metrics) == (local.reward, local.done, local.metrics)
+        steps = [(s["tool"], s["arguments"]) for s in recorded["steps"]]
+        steps.append(("hold_release", {"reason_code": "awaiting_fix"}))  # after the end (V4)
+        for tool, args in steps:
+            got, want = outcome_of(remote, tool, args), outcome_of(local, tool, args)
+            assert got == want, (policy, scenario, tool, args)
+            assert (remote.reward, remote.done) == (local.reward, local.done)
+            calls += 1
+            invalid += got[0] == "ValueError"
+        assert remote.done and remote.metrics == local.metrics == recorded["metrics"]
+        outcomes.add(remote.metrics["outcome"])
+    assert outcomes == {"safe_ship", "unsafe_ship", "missed_deadline"}
+    assert calls > 1000 and invalid > 100
+
+
+def test_reset_and_errors_match_the_local_env(live_server):  # noqa: F811
+    remote, local = make_remote_env_factory(live_server)(), ReleaseOpsToolEnv()
+    # Before any reset: the same error, and no connection is opened for it.
+    assert outcome_of(remote, "hold_release", {"reason_code": "awaiting_fix"}) == \
+        outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
+    assert remote._client is None
+    for bad in ({"family": "nope"}, {"difficulty": "brutal"}, {"seed": -1}, {"archetype_mix": None}):
+        with pytest.raises(ValueError) as remote_error:
+            remote.reset(**bad)
+        with pytest.raises(ValueError) as local_error:
+            local.reset(**bad)
+        assert str(remote_error.value) == str(local_error.value)
+    # Defaults, ignored columns and a seed of None read the same; numpy-like ints are accepted.
+    assert remote.reset(prompt="p", split="eval", seed=None) == local.reset(prompt="p", split="eval", seed=None)
+    assert remote.reset(**{**SCENARIO, "seed": numpy.int64(17)}) == local.reset(**{**SCENARIO, "seed": numpy.int64(17)})
+    # An invalid call: ValueError with the server's message, reward -0.25, episode goes on.
+    assert outcome_of(remote, "approve_proposal", {"proposal_id": "p0"}) == \
+        outcome_of(local, "approve_proposal", {"proposal_id": "p0"})
+    assert remote.reward == local.reward == -0.25 and not remote.done
+    # A refused reset leaves the running episode in place, on both sides.
+    for env in (remote, local):
+        with pytest.raises(ValueError, match="unknown family"):
+            env.reset(family="nope")
+    assert outcome_of(remote, "hold_release", {"reason_code": "risk_too_high"}) == \
+        outcome_of(local, "hold_release", {"reason_code": "risk_too_high"})
+    assert (remote.reward, remote.done) == (local.reward, local.done)
+
+
+def test_trl_discovers_exactly_the_seven_tools_with_the_local_schemas(live_server):  # noqa: F811
+    from transformers.utils import get_json_schema
+
+    env = make_remote_env_factory(live_server)()
+    members = dict(inspect.getmembers(type(env), predicate=inspect.isfunction))
+    public = sorted(name for name in members if not name.startswith("_"))
+    assert public == sorted([*TOOL_NAMES, "reset"])
+    assert "get_reward" not in members and "close" not in members
+    local = ReleaseOpsToolEnv()
+    for name in TOOL_NAMES:
+        assert get_json_schema(getattr(env, name)) == get_json_schema(getattr(local, name))
+        assert getattr(type(env), name) is getattr(ReleaseOpsToolEnv, name)  # shared, not copied
+    assert env._client is None  # discovery opens nothing
+
+
+# ------------------------------------------------------------------ sessions on the server
+
+
+def test_sessions_open_lazily_and_close_all_frees_the_slots(small_servers):
+    url = small_servers[0]
+    factory = make_remote_env_factory(url)
+    idle = [factory() for _ in range(10)]  # constructed, never reset: no socket, no slot
+    assert all(env._client is None for env in idle)
+    full = [factory() for _ in range(4)]
+    for env in full:
+        env.reset(seed=1)
+    with pytest.raises(CapacityError, match="at capacity.*MAX_CONCURRENT_ENVS"):
+        idle[0].reset(seed=1)
+    assert close_all() == 4
+    with pytest.raises(SessionLostError, match="next reset"):
+        full[0].approve_proposal("p1")
+    again = [factory() for _ in range(4)]  # the server freed every slot
+    for env in again:
+        env.reset(seed=2)
+    # A collected instance closes its own session.
+    del again[0]
+    gc.collect()
+    close_all()  # waits for the finalizer's close; closes the rest
+    for env in full:
+        env.reset(seed=3)  # old instances reconnect
+    assert all(env._client is not None for env in full)
+
+
+def test_check_capacity_and_round_robin_over_two_replicas(small_servers):
+    a, b = small_servers
+    assert check_capacity(a, 4)["capacity"] == 4
+    with pytest.raises(CapacityError) as one:
+        check_capacity([a], 5)
+    assert str(one.value) == ("server capacity 4 (1 replica x 4) is below the generation batch size 5; "
+                              "raise MAX_CONCURRENT_ENVS or add replicas")
+    report = check_capacity(f"{a},{b}", 8)
+    assert report["replicas"] == 2 and report["capacity"] == 8
+    with pytest.raises(CapacityError, match=r"server capacity 8 \(2 replicas x 4\) is below the generation batch size 9"):
+        check_capacity([a, b], 9)
+    with pytest.raises(CapacityError):
+        with remote_sessions([a, b], generation_batch_size=9):
+            pass
+    with pytest.raises(ConnectionError):
+        check_capacity(f"http://127.0.0.1:{free_port()}", 1, timeout_s=2)
+
+    with remote_sessions([a, b], generation_batch_size=8) as factory:
+        envs = [factory() for _ in range(8)]
+        assert [env.base_url for env in envs] == [a, b] * 4
+        for env in envs:  # 8 sessions on two servers of 4: only fits when spread
+            env.reset(seed=4)
+        with pytest.raises(CapacityError):
+            factory().reset(seed=4)
+    # remote_sessions closed them all at exit.
+    with remote_sessions([a, b]) as factory:
+        for env in [factory() for _ in range(8)]:
+            env.reset(seed=5)
+
+
+def test_env_var_urls_and_factory_options(monkeypatch, small_servers):
+    a, b = small_servers
+    monkeypatch.delenv(rte.ENV_URL_VAR, raising=False)
+    with pytest.raises(ValueError, match="RELEASEOPS_ENV_URL"):
+        RemoteReleaseOpsToolEnv()
+    monkeypatch.setenv(rte.ENV_URL_VAR, f" {a}/ , {b}")
+    urls = [RemoteReleaseOpsToolEnv().base_url for _ in range(4)]
+    assert sorted(urls) == sorted([a, b, a, b]) and urls[0] != urls[1]
+    assert make_remote_env_factory().base_urls == (a, b)
+    with pytest.raises(TypeError):
+        make_remote_env_factory(a, no_such_option=1)
+    with pytest.raises(ValueError):
+        make_remote_env_factory("127.0.0.1:8000")
+    env = make_remote_env_factory(a, message_timeout_s=7.0)()
+    env.reset(seed=6)
+    assert env._client._message_timeout == 7.0
+    assert env._client._websocket_ping_interval_s == 20.0 and env._client._websocket_ping_timeout_s == 120.0
+
+
+# ------------------------------------------------------------------ dropped connections
+
+
+def test_a_dropped_socket_loses_the_episode_and_the_next_reset_reconnects(live_server):  # noqa: F811
+    env, local = make_remote_env_factory(live_server)(), ReleaseOpsToolEnv()
+    env.reset(**SCENARIO)
+    first_socket = env._client._ws
+    rte._LOOP.run(rte._await(first_socket.close))  # the connection drops under the episode
+    with pytest.raises(SessionLostError, match="lost .* next reset\\(\\) opens a new session"):
+        env.inspect_ticket("ticket_1")
+    with pytest.raises(SessionLostError):  # still lost, not "no episode"
+        env.inspect_ticket("ticket_1")
+    assert env.reset(**SCENARIO) == local.reset(**SCENARIO)
+    assert env._client._ws is not first_socket
+    assert outcome_of(env, "hold_release", {"reason_code": "awaiting_fix"}) == \
+        outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
+
+
+def test_the_next_reset_reconnects_after_a_server_restart():
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    impatient = make_remote_env_factory(url, reconnect_timeout_s=0)()
+    patient, local = make_remote_env_factory(url, reconnect_timeout_s=60)(), ReleaseOpsToolEnv()
+    with pytest.raises(ConnectionError):  # a first connection fails at once
+        make_remote_env_factory(url)().reset(**SCENARIO)
+    with run_live_server(port=port):
+        impatient.reset(**SCENARIO)
+        patient.reset(**SCENARIO)
+    # The server is gone: a tool call says so clearly; without a retry window a reset cannot connect.
+    with pytest.raises(SessionLostError, match="lost"):
+        impatient.approve_proposal("p1")
+    assert impatient.session_error and patient.session_error is None
+    with pytest.raises(ConnectionError):
+        impatient.reset(**SCENARIO)
+    up, stop = threading.Event(), threading.Event()
+
+    def serve_again():  # a new server on the same address, a moment later
+        time.sleep(0.5)
+        with run_live_server(port=port):
+            up.set()
+            stop.wait(60)
+
+    thread = threading.Thread(target=serve_again)
+    thread.start()
+    try:
+        board = local.reset(**SCENARIO)
+        assert patient.reset(**SCENARIO) == board  # retried with backoff until the server answered
+        assert up.is_set()
+        assert impatient.reset(**SCENARIO) == board and impatient.session_error is None
+        args = {"worker_id": "qa_triage", "question_type": "policy_basis"}
+        want = outcome_of(local, "ask_worker", args)
+        assert outcome_of(impatient, "ask_worker", args) == want == outcome_of(patient, "ask_worker", args)
+        close_all()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_session_freed_by_the_idle_reaper_is_lost_and_reset_reconnects(servers):
+    factory, local = make_remote_env_factory(servers["reaper"]), ReleaseOpsToolEnv()
+    stepped, reset_only = factory(), factory()
+    stepped.reset(**SCENARIO)
+    reset_only.reset(**SCENARIO)
+    # The reaper runs every 5 s and frees sessions idle for over 1 s; their sockets stay open.
+    time.sleep(7)  # > one reaper interval (5 s) + the timeout (1 s)
+    with pytest.raises(SessionLostError, match="idle timeout"):
+        stepped.hold_release("awaiting_fix")
+    board = local.reset(**SCENARIO)
+    assert reset_only.reset(**SCENARIO) == board  # reconnects transparently
+    assert stepped.reset(**SCENARIO) == board
+    want = outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
+    for env in (stepped, reset_only):  # both on new sessions (the server holds only two)
+        assert outcome_of(env, "hold_release", {"reason_code": "awaiting_fix"}) == want

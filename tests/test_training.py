@@ -1,0 +1,84 @@
+"""CPU smoke tests of the training pipeline: a tiny offline model, SFT warm start, GRPO, evaluation."""
+
+import json
+import math
+
+import pytest
+
+from tests.live_server import run_live_server
+from training import train_grpo
+from training.evaluate import evaluate
+from training.sft_warmup import warm_start
+from training.tiny_model import build
+
+SEVEN = ["approve_proposal", "ask_worker", "block_proposal", "hold_release", "inspect_ci_run", "inspect_pr_diff",
+         "inspect_ticket"]
+
+
+@pytest.fixture(scope="session")
+def tiny_sft(tmp_path_factory):
+    """A ~360k-parameter Qwen3-style model with an offline BPE tokenizer, warmed up on rule episodes."""
+    root = tmp_path_factory.mktemp("tiny")
+    base = build(root / "base")
+    warm = warm_start(base, root / "sft", policy="rule", episodes=24, epochs=5, difficulty="easy")
+    assert warm["losses"][-1] < warm["losses"][0] / 4  # it learned the format
+    return str(root / "sft")
+
+
+def grpo_args(model, out, *extra):
+    return train_grpo.parser().parse_args([
+        "--model", model, "--cpu", "--steps", "2", "--num-generations", "4", "--batch-size", "4",
+        "--max-completion-length", "1536", "--max-tool-calls", "12", "--rows", "16", "--difficulty", "easy",
+        "--lr", "1e-4", "--no-save", "--output-dir", str(out), *extra])
+
+
+def step_logs(history):
+    return [h for h in history if "rewards/releaseops_return/mean" in h]
+
+
+def test_grpo_in_process_discovers_the_tools_and_learns_from_environment_rewards(tiny_sft, tmp_path):
+    result = train_grpo.train(grpo_args(tiny_sft, tmp_path))
+    assert result["tools"] == SEVEN
+    logs = step_logs(result["log_history"])
+    assert len(logs) == 2
+    for log in logs:
+        for key in ("episode/safe_ship", "episode/unsafe_ship", "episode/missed_deadline", "episode/finished",
+                    "tools/call_frequency", "tools/failure_frequency"):
+            assert key in log, key
+        assert -20 < log["reward"] < 2
+    # Environment rewards reached the trainer and differ within a group.
+    assert any(log["rewards/releaseops_return/std"] > 0 for log in logs)
+    assert any(log["tools/call_frequency"] > 0 for log in logs)
+    assert json.loads((tmp_path / "log_history.json").read_text()) == result["log_history"]
+
+
+def test_grpo_against_a_live_server_closes_every_session(tiny_sft, tmp_path):
+    from websockets.sync.client import connect
+
+    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4"}) as url:
+        result = train_grpo.train(grpo_args(tiny_sft, tmp_path, "--env-url", url, "--steps", "1"))
+        assert result["tools"] == SEVEN
+        assert len(step_logs(result["log_history"])) == 1
+        # Every slot is free again: the run closed its sessions.
+        sockets = [connect(url.replace("http", "ws") + "/ws") for _ in range(4)]
+        try:
+            for ws in sockets:
+                ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+                assert json.loads(ws.recv())["type"] == "observation"
+        finally:
+            for ws in sockets:
+                ws.close()
+
+
+def test_training_fails_fast_when_the_server_is_too_small(tiny_sft, tmp_path):
+    with run_live_server(env={"MAX_CONCURRENT_ENVS": "2"}) as url:
+        with pytest.raises(Exception, match="capacity"):
+            train_grpo.train(grpo_args(tiny_sft, tmp_path, "--env-url", url))
+
+
+def test_a_checkpoint_is_evaluated_by_the_same_harness(tiny_sft):
+    result = evaluate(f"hf:{tiny_sft}", "heldout_seeds", 3, "easy", progress=False)
+    m = result["metrics"]
+    assert m["episodes"] == 3
+    assert math.isclose(m["safe_ship"]["rate"] + m["unsafe_ship"]["rate"] + m["missed_deadline"]["rate"], 1.0,
+                        abs_tol=1e-3)

@@ -1,0 +1,81 @@
+"""An LLM checkpoint as a policy for the evaluation harness (`--policy hf:<path>`).
+
+The model plays through the same seven tools with its chat template's tool
+calling, in the conversation format TRL's GRPO loop uses, so a checkpoint is
+compared with the baselines by one command:
+
+    python -m training.evaluate --policy rule,hf:runs/qwen3 --split heldout_seeds -n 200 --workers 1
+"""
+
+from __future__ import annotations
+
+import json
+
+from releaseops_arena.baselines import Policy
+
+from .make_dataset import SYSTEM_PROMPT
+from .sft_warmup import tool_functions
+
+
+class LLMPolicy(Policy):
+    """Greedy (or sampled) tool calls from a causal LM; stops when the model stops calling tools."""
+
+    def __init__(self, checkpoint: str, max_new_tokens: int = 256, temperature: float = 0.0, max_turns: int = 40):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from trl.chat_template_utils import add_response_schema, get_training_chat_template
+
+        self.name = f"hf:{checkpoint}"
+        self.stochastic = temperature > 0
+        self.torch = torch
+        self.tokenizer = add_response_schema(AutoTokenizer.from_pretrained(checkpoint))
+        self.template = get_training_chat_template(self.tokenizer) or self.tokenizer.chat_template
+        self.model = AutoModelForCausalLM.from_pretrained(checkpoint)
+        self.model.eval()
+        self.max_new_tokens, self.temperature, self.max_turns = max_new_tokens, temperature, max_turns
+        self.tools = tool_functions()
+
+    def begin(self, observation: str) -> None:
+        self.messages = [{"role": "user", "content": SYSTEM_PROMPT + observation}]
+        self.queue: list[tuple[str, dict]] = []
+        self.turns = 0
+
+    def observe(self, text: str) -> None:
+        self.messages.append({"role": "tool", "name": self.last_tool, "content": text})
+
+    def _generate(self) -> dict:
+        prompt = self.tokenizer.apply_chat_template(self.messages, tools=self.tools, chat_template=self.template,
+                                                    add_generation_prompt=True, tokenize=False)
+        ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        kwargs = {"do_sample": self.temperature > 0, "max_new_tokens": self.max_new_tokens}
+        if self.temperature > 0:
+            kwargs["temperature"] = self.temperature
+        with self.torch.no_grad():
+            out = self.model.generate(**ids, **kwargs)
+        text = self.tokenizer.decode(out[0][ids["input_ids"].shape[1]:], skip_special_tokens=False)
+        try:
+            return self.tokenizer.parse_response(text, prefix=prompt)
+        except Exception:  # unparsable output: no tool call, the episode stalls
+            return {"role": "assistant", "content": text}
+
+    def act(self, view, env, rng):
+        if not self.queue:
+            if self.turns >= self.max_turns:
+                return None
+            self.turns += 1
+            message = self._generate()
+            calls = message.get("tool_calls") or []
+            self.messages.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
+            for call in calls:
+                fn = call.get("function", {})
+                args = fn.get("arguments", {})
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except json.JSONDecodeError:
+                        args = {"raw": args}
+                self.queue.append((str(fn.get("name")), args if isinstance(args, dict) else {"value": args}))
+            if not self.queue:
+                return None
+        self.last_tool, args = self.queue.pop(0)
+        return self.last_tool, args
