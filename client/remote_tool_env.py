@@ -46,7 +46,6 @@ import contextlib
 import ipaddress
 import itertools
 import json
-import numbers
 import os
 import threading
 import time
@@ -61,7 +60,6 @@ from websockets.protocol import State as _WsState
 
 from releaseops_arena import catalog
 from releaseops_arena.openenv_models import ReleaseOpsAction
-from releaseops_arena.scenario_builder import validate_args
 from releaseops_arena.tools import SupervisorTools
 
 from .releaseops_client import ReleaseOpsEnv, parse_server_error
@@ -250,19 +248,6 @@ def _close_all_at_exit() -> None:
 # ---------------------------------------------------------------- the environment
 
 
-def _scenario_config(kwargs: dict) -> dict:
-    """Exactly `ReleaseOpsToolEnv.reset`'s reading of the dataset columns."""
-    config = {key: kwargs.get(key, default) for key, default in catalog.DEFAULT_SCENARIO.items()}
-    if config["seed"] is None:
-        config["seed"] = catalog.DEFAULT_SCENARIO["seed"]
-    if any(value is None for value in config.values()):
-        # The server reads null as "use the default"; the local env refuses it.
-        validate_args(**config)
-    if isinstance(config["seed"], numbers.Integral) and not isinstance(config["seed"], bool):
-        config["seed"] = int(config["seed"])  # numpy integers from a dataset are not JSON
-    return config
-
-
 class RemoteReleaseOpsToolEnv(SupervisorTools):
     """Release supervision over a ReleaseOps Arena server, one WebSocket session per instance.
 
@@ -306,7 +291,7 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         take the catalogue defaults. Opens the WebSocket session on first use
         and reconnects if the previous one was dropped.
         """
-        config = _scenario_config(kwargs)
+        config = catalog.scenario_config(kwargs)
         result = self._remote_reset(config)
         observation = result.observation
         self.reward = float(observation.episode_return)

@@ -6,6 +6,8 @@ values and defaults, so that no door keeps its own copy.
 
 from __future__ import annotations
 
+import numbers
+
 WORKERS: tuple[str, ...] = ("ci_fixer", "qa_triage", "release_manager", "sre")
 WORKER_SHORT: dict[str, str] = {"ci": "ci_fixer", "qa": "qa_triage", "rm": "release_manager", "sre": "sre"}
 
@@ -66,6 +68,16 @@ DEFAULT_SCENARIO: dict[str, object] = {
     "difficulty": "medium",
     "archetype_mix": ARCHETYPE_MIXES[0],
 }
+
+
+def scenario_config(columns: dict) -> dict:
+    """Scenario arguments from dataset columns: a missing or null column takes its default,
+    extra columns (`prompt`, `split`, ...) are ignored, and integer-like seeds become ints."""
+    config = {key: default if columns.get(key) is None else columns[key] for key, default in DEFAULT_SCENARIO.items()}
+    seed = config["seed"]
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        config["seed"] = int(seed)  # numpy integers from a dataset are not JSON
+    return config
 
 
 def parse_mix(mix: str) -> dict[str, str]:

@@ -27,10 +27,7 @@ class ReleaseOpsToolEnv(SupervisorTools):
         Other columns, such as `prompt` and `split`, are ignored. Missing ones
         take the catalogue defaults.
         """
-        # A missing or null column takes the default, as over the wire.
-        config = {key: default if kwargs.get(key) is None else kwargs[key]
-                  for key, default in catalog.DEFAULT_SCENARIO.items()}
-        self._episode = Episode(**config)
+        self._episode = Episode(**catalog.scenario_config(kwargs))
         self.reward = 0.0
         self.done = False
         self.metrics = {}

@@ -223,14 +223,15 @@ def test_reset_and_errors_match_the_local_env(live_server):  # noqa: F811
     assert outcome_of(remote, "hold_release", {"reason_code": "awaiting_fix"}) == \
         outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
     assert remote._client is None
-    for bad in ({"family": "nope"}, {"difficulty": "brutal"}, {"seed": -1}, {"archetype_mix": None}):
+    for bad in ({"family": "nope"}, {"difficulty": "brutal"}, {"seed": -1}, {"archetype_mix": "evil"}):
         with pytest.raises(ValueError) as remote_error:
             remote.reset(**bad)
         with pytest.raises(ValueError) as local_error:
             local.reset(**bad)
         assert str(remote_error.value) == str(local_error.value)
-    # Defaults, ignored columns and a seed of None read the same; numpy-like ints are accepted.
+    # Defaults, ignored columns and null columns read the same; numpy-like ints are accepted.
     assert remote.reset(prompt="p", split="eval", seed=None) == local.reset(prompt="p", split="eval", seed=None)
+    assert remote.reset(archetype_mix=None, family=None) == local.reset()
     assert remote.reset(**{**SCENARIO, "seed": numpy.int64(17)}) == local.reset(**{**SCENARIO, "seed": numpy.int64(17)})
     # An invalid call: ValueError with the server's message, reward -0.25, episode goes on.
     assert outcome_of(remote, "approve_proposal", {"proposal_id": "p0"}) == \
