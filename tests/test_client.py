@@ -15,8 +15,10 @@ import gc
 import inspect
 import io
 import json
+import re
 import threading
 import time
+from pathlib import Path
 
 import numpy
 import pytest
@@ -38,23 +40,14 @@ from releaseops_arena.baselines import POLICIES, play
 from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 from tests.live_server import free_port, live_server, run_live_server  # noqa: F401  (live_server: fixture)
 
-README_SNIPPET = '''\
-from openenv.core import GenericEnvClient
+def readme_snippet() -> str:
+    """The README's GenericEnvClient block, verbatim: the test runs what readers copy."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    return next(b for b in blocks if "GenericEnvClient(base_url=" in b)
 
-with GenericEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
-    result = env.reset(family="green_ci_disabled_payment_test", seed=17, difficulty="medium",
-                       archetype_mix="shortcut_ci__careful_qa")
-    print(result.observation["text"])                 # the board: exactly what a model sees
-    first = result.observation["board"]["proposals"][0]
-    result = env.step({"tool_name": "ask_worker",
-                       "arguments": {"worker_id": first["worker"], "question_type": "evidence_basis"}})
-    print(result.reward, result.done)                 # this step's reward and done, from the envelope
-    print(result.observation["text"])                 # the tool result, or an invalid call's message
-    while not result.done:                            # naive: approve whatever is pending, ship included
-        pending = [p for p in result.observation["board"]["proposals"] if "status" not in p]
-        result = env.step({"tool_name": "approve_proposal", "arguments": {"proposal_id": pending[0]["id"]}})
-    print(result.observation["outcome"], result.observation["episode_return"])
-'''
+
+README_SNIPPET = readme_snippet()
 
 SCENARIO = {"family": "green_ci_disabled_payment_test", "seed": 17, "difficulty": "medium",
             "archetype_mix": "shortcut_ci__careful_qa"}
