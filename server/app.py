@@ -5,7 +5,8 @@ Settings (environment variables):
   SESSION_IDLE_TIMEOUT_S  an idle session's slot is freed after this many
                           seconds (default 1800; 0 turns the reaper off).
                           Keep it above a trainer's longest gap between calls.
-  ENABLE_WEB_INTERFACE    true to mount the web demo at /web.
+  ENABLE_WEB_INTERFACE    true to mount the web demo at /web (the "Release
+                          board" tab, server/web_ui.py, then the Playground).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservat
 from releaseops_arena.tools import tool_schemas
 
 from .releaseops_environment import ReleaseOpsEnvironment
+from .web_ui import build_release_board
 
 MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))
 SESSION_IDLE_TIMEOUT_S = float(os.environ.get("SESSION_IDLE_TIMEOUT_S", "1800"))
@@ -34,6 +36,11 @@ app = create_app(
         session_timeout=SESSION_IDLE_TIMEOUT_S or None,
     ),
     state_cls=ReleaseOpsState,
+    # With ENABLE_WEB_INTERFACE=true: the "Release board" tab (server/web_ui.py)
+    # is primary at /web, before OpenEnv's generic Playground.
+    gradio_builder=build_release_board,
+    custom_tab_name="Release board",
+    custom_tab_primary=True,
 )
 
 # OpenEnv's /metadata only carries name/description/version; ours adds the

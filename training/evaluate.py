@@ -42,6 +42,11 @@ def make_policy(name: str) -> Policy:
         return POLICY_FACTORIES[name]()
     if name in _LOADED:  # a checkpoint is loaded once per process; `begin` resets its episode state
         return _LOADED[name]
+    if name.startswith("structured:"):
+        from .structured_policy import StructuredPolicy
+
+        _LOADED[name] = StructuredPolicy(name[len("structured:"):])
+        return _LOADED[name]
     if name.startswith("hf:"):
         try:
             from .llm_policy import LLMPolicy  # imported lazily: needs torch/transformers
@@ -49,7 +54,8 @@ def make_policy(name: str) -> Policy:
             raise ValueError(f"LLM checkpoint policies need the train extra and training/llm_policy.py: {exc}") from None
         _LOADED[name] = LLMPolicy(name[3:])
         return _LOADED[name]
-    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)} or hf:<checkpoint path>")
+    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint path> "
+                     "or structured:<weights.pt>")
 
 
 def wilson(successes: int, n: int) -> list[float]:

@@ -1,0 +1,299 @@
+"""The "Release board" tab at /web, driven by a real headless Chromium.
+
+Playwright drives Debian's Chromium (/usr/bin/chromium; no browser is ever
+downloaded) against a live server started with ENABLE_WEB_INTERFACE=true.
+Screenshots land in artifacts/web/*.png (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from releaseops_arena.baselines import RandomPolicy, play
+from releaseops_arena.catalog import ARCHETYPES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES
+from releaseops_arena.episode import Episode
+from tests.live_server import REPO_ROOT, http_get, run_live_server
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = REPO_ROOT / "artifacts" / "web"
+SEED_A = json.loads((REPO_ROOT / "demo" / "seed_a_bad_ci.json").read_text())
+SEED_B = json.loads((REPO_ROOT / "demo" / "seed_b_budget_restraint.json").read_text())
+TIMEOUT_MS = 20_000
+FORBIDDEN = re.compile("|".join(re.escape(w) for w in (
+    *FAMILIES, *HELDOUT_FAMILIES, *ARCHETYPES, "overcautious", "lv_", "hazard", "latent", "violation", "archetype",
+    "truth")), re.I)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+# ------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def web_url():
+    with run_live_server(env={"ENABLE_WEB_INTERFACE": "true"}) as base_url:
+        yield base_url + "/web/"
+
+
+@pytest.fixture(scope="module")
+def playwright():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    with sync_api.sync_playwright() as pw:
+        yield pw
+
+
+class Visitor:
+    """One browser profile (a persistent context in a fresh user dir) with one page on /web."""
+
+    def __init__(self, playwright, url: str):
+        self.user_dir = tempfile.mkdtemp(prefix="releaseops-web-")
+        self.context = playwright.chromium.launch_persistent_context(
+            self.user_dir, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000})
+        self.context.set_default_timeout(TIMEOUT_MS)
+        self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
+        self.page.goto(url)
+        self.page.wait_for_selector("#start-btn")
+
+    def close(self):
+        self.context.close()
+        shutil.rmtree(self.user_dir, ignore_errors=True)
+
+    # -- interaction helpers
+    def pick(self, elem_id: str, value: str) -> None:
+        """Choose a dropdown option whose label is `value` or starts with `value ` (labels lead with the id)."""
+        page = self.page
+        page.click(f"#{elem_id} input")
+        option = page.locator(f"#{elem_id} li[role=option][aria-label='{value}'], "
+                              f"#{elem_id} li[role=option][aria-label^='{value} ']").first
+        option.click()
+        page.wait_for_function(
+            "([id, v]) => { const i = document.querySelector('#' + id + ' input');"
+            " return i && (i.value === v || i.value.startsWith(v + ' ')); }", arg=[elem_id, value])
+
+    def calls(self) -> int:
+        text = self.page.locator("#meter-return").inner_text()
+        return int(re.search(r"(\d+) calls?\b", text).group(1))
+
+    def start(self, preset: str) -> None:
+        self.pick("preset-dd", preset)
+        self.page.click("#start-btn")
+        self.page.wait_for_function(
+            "t => { const m = document.querySelector('#meters'); return m && m.innerText.includes(t)"
+            r" && /\b0 calls\b/.test(m.innerText); }", arg=preset)
+        self.page.wait_for_selector("#board .ro-card")
+        self.page.wait_for_selector("#approve-btn:not([disabled])")
+
+    def call(self, tool: str, args: dict) -> None:
+        """Make one tool call by clicking: fill the dropdowns, press the button, wait for the engine's answer."""
+        before = self.calls()
+        if tool == "approve_proposal":
+            self.pick("proposal-dd", args["proposal_id"])
+            button = "approve-btn"
+        elif tool == "block_proposal":
+            self.pick("proposal-dd", args["proposal_id"])
+            self.pick("rule-dd", args["rule_id"])
+            button = "block-btn"
+        elif tool in ("inspect_pr_diff", "inspect_ci_run", "inspect_ticket"):
+            dd, button = {"inspect_pr_diff": ("pr-dd", "inspect-pr-btn"), "inspect_ci_run": ("run-dd", "inspect-run-btn"),
+                          "inspect_ticket": ("ticket-dd", "inspect-ticket-btn")}[tool]
+            self.pick(dd, next(iter(args.values())))
+        elif tool == "ask_worker":
+            self.pick("worker-dd", args["worker_id"])
+            self.pick("question-dd", args["question_type"])
+            button = "ask-btn"
+        elif tool == "hold_release":
+            self.pick("hold-dd", args["reason_code"])
+            button = "hold-btn"
+        else:
+            raise AssertionError(tool)
+        self.page.click(f"#{button}")
+        self.page.wait_for_function(
+            "n => { const m = document.querySelector('#meter-return');"
+            r" return m && new RegExp('\\b' + (n + 1) + ' calls?\\b').test(m.innerText); }", arg=before)
+
+    def text(self, elem_id: str) -> str:
+        return self.page.locator(f"#{elem_id}").inner_text()
+
+    def shot(self, name: str) -> Path:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture
+def visitor(playwright, web_url):
+    v = Visitor(playwright, web_url)
+    yield v
+    v.close()
+
+
+def _return_value(text: str) -> float:
+    return float(re.search(r"return\s*([+-]\d+\.\d+)", text).group(1))
+
+
+# --------------------------------------------------------------- tests
+
+
+def test_web_serves_release_board_first(web_url, visitor):
+    status, body = http_get(web_url.rstrip("/"), timeout=30)  # /web redirects to /web/
+    assert status == 200 and b"gradio" in body.lower()
+    page = visitor.page
+    tabs = page.locator("button[role=tab]")
+    assert tabs.nth(0).inner_text().strip() == "Release board"
+    assert "Playground" in [t.strip() for t in tabs.all_inner_texts()]
+    assert "WebSocket training slots" in page.locator("body").inner_text()
+    for elem in ("preset-dd", "family-dd", "difficulty-dd", "mix-dd", "seed-num", "board", "start-btn"):
+        assert page.locator(f"#{elem}").is_visible(), elem
+    assert page.locator("#approve-btn").is_disabled()  # nothing to act on before Start
+    visitor.shot("01_loaded")
+
+
+def test_play_seed_a_to_safe_ship_by_clicking(visitor):
+    """Replay the oracle's line of demo/seed_a_bad_ci.json by clicking; the UI reaches safe_ship."""
+    oracle = SEED_A["transcripts"]["oracle"]
+    visitor.start(SEED_A["title"])
+    board = visitor.text("board")
+    assert not FORBIDDEN.search(board), board
+    assert "ci_fixer" in board and "pr_550" in board
+    visitor.shot("02_seed_a_started")
+    returns = []
+    for i, step in enumerate(oracle["steps"]):
+        visitor.call(step["call"]["tool"], step["call"]["arguments"])
+        assert visitor.text("error-box").strip() == "", visitor.text("error-box")
+        result = visitor.text("result-box")
+        assert step["call"]["tool"] in result
+        returns.append(_return_value(visitor.text("return-box")))
+        if i == 0:  # the diff shows the disabled payment test; the discovery bonus beats the budget cost
+            assert "disabled" in result.lower()
+            assert returns[0] == pytest.approx(0.15)
+            visitor.shot("03_seed_a_inspected")
+        if i < len(oracle["steps"]) - 1:
+            assert not FORBIDDEN.search(visitor.text("board"))
+    assert visitor.page.locator("#outcome [data-outcome]").get_attribute("data-outcome") == "safe_ship"
+    assert visitor.text("outcome").startswith("safe_ship")
+    assert returns[-1] == pytest.approx(oracle["return"])
+    metrics = visitor.text("metrics")
+    for key in ("outcome", "terminal_reason", "budget_used", "false_blocks", "episode_return"):
+        assert key in metrics
+    assert visitor.page.locator("#approve-btn").is_disabled()  # the episode is over
+    assert "Traceback" not in visitor.page.content()
+    assert len(visitor.page.locator("#history tr").all()) == len(oracle["steps"]) + 1  # the audit trail
+    visitor.shot("04_seed_a_safe_ship")
+
+
+def test_invalid_calls_show_the_engine_message(visitor):
+    visitor.start(SEED_A["title"])
+    # p6 is the SRE's observability panel: no safety rule applies, so a block is refused (V1).
+    visitor.call("block_proposal", {"proposal_id": "p6", "rule_id": "S3"})
+    error = visitor.text("error-box")
+    assert "no safety rule applies to p6" in error, error
+    assert _return_value(visitor.text("return-box")) == pytest.approx(-0.25)
+    visitor.shot("05_invalid_block")
+    visitor.call("approve_proposal", {"proposal_id": "p1"})
+    assert visitor.text("error-box").strip() == ""
+    visitor.call("approve_proposal", {"proposal_id": "p1"})  # already approved
+    error = visitor.text("error-box")
+    assert "p1 is already approved" in error, error
+    assert _return_value(visitor.text("return-box")) == pytest.approx(-0.5)
+    assert "Traceback" not in visitor.page.content()
+    visitor.shot("06_invalid_already_approved")
+
+
+def test_two_visitors_have_independent_episodes(playwright, web_url):
+    a, b = Visitor(playwright, web_url), Visitor(playwright, web_url)
+    try:
+        a.start(SEED_A["title"])
+        b.start(SEED_B["title"])
+        b_board, b_meters = b.text("board"), b.text("meters")
+        a.call("approve_proposal", {"proposal_id": "p1"})
+        a.call("approve_proposal", {"proposal_id": "p6"})
+        assert a.page.locator("#board [data-proposal=p1]").get_attribute("data-status") == "approved"
+        assert a.calls() == 2
+        b.page.wait_for_timeout(300)  # give any (wrong) cross-session push time to arrive
+        assert b.text("board") == b_board and b.text("meters") == b_meters
+        assert b.calls() == 0
+        # and the other way round: B's call leaves A as it was
+        a_board = a.text("board")
+        first_b = b.page.locator("#board .ro-card").first.get_attribute("data-proposal")
+        b.call("approve_proposal", {"proposal_id": first_b})
+        assert b.calls() == 1 and a.text("board") == a_board and a.calls() == 2
+        a.shot("07_visitor_a")
+        b.shot("08_visitor_b")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_watch_replays_three_baselines(visitor):
+    page = visitor.page
+    page.click("button[role=tab]:has-text('Watch')")
+    visitor.pick("preset-dd", SEED_A["title"])
+    page.click("#watch-btn")
+    page.wait_for_selector("#watch-oracle")
+    for name in ("naive", "rule", "oracle"):
+        column = page.locator(f"#watch-{name}")
+        assert column.get_attribute("data-outcome") == SEED_A["transcripts"][name]["outcome"]
+        assert column.locator("li").count() == len(SEED_A["transcripts"][name]["steps"])
+    assert page.locator("#watch-view .ro-badge").all_inner_texts() == ["unsafe_ship", "safe_ship", "safe_ship"]
+    # step through: slider to step 2 highlights step 2 of every transcript and dims the rest
+    page.fill("#watch-step input[type=number]", "2")
+    page.press("#watch-step input[type=number]", "Enter")
+    page.wait_for_function("() => document.querySelectorAll('#watch-view li.cur').length === 3")
+    assert "2." in page.locator("#watch-oracle li.cur").inner_text()
+    visitor.shot("09_watch")
+    page.click("button[role=tab]:has-text('Results')")
+    page.wait_for_selector("#results-plot img")
+    assert "heldout_seeds/medium" in visitor.text("results-table")
+    visitor.shot("10_results")
+
+
+# ------------------------------------------ no browser: what the tab renders
+
+
+def test_rendered_board_never_names_hidden_truth():
+    """Every board, meter and result the Play tab renders mid-episode is free of hidden fields."""
+    from server import web_ui
+
+    checked = 0
+    for family in (*FAMILIES, *HELDOUT_FAMILIES):
+        for difficulty in DIFFICULTIES:
+            scenario = {"family": family, "seed": 3, "difficulty": difficulty, "archetype_mix": "random"}
+            run = play(RandomPolicy(), scenario, rng_seed=3)
+            ep = Episode(**scenario)
+            sess = web_ui.Session(ep, title="seed 3", hours0=48, budget0=1)
+            for step in run["steps"]:
+                if ep.done:
+                    break
+                result = ep.step(step["tool"], step["arguments"])
+                sess.last_reward = result.reward
+                if ep.done:
+                    break
+                for html in (web_ui.board_html(sess), web_ui.meters_html(sess), web_ui.return_html(sess),
+                             web_ui.result_html(step["tool"], step["arguments"], result),
+                             web_ui.error_html(result.error), web_ui.history_html(sess)):
+                    assert not FORBIDDEN.search(html), html
+                    checked += 1
+    assert checked > 100
+
+
+def test_builder_returns_blocks_without_web_manager():
+    import gradio as gr
+
+    from server.web_ui import build_release_board, load_presets
+
+    assert isinstance(build_release_board(None, [], None, False, "t", ""), gr.Blocks)
+    presets = load_presets()
+    assert presets[SEED_A["title"]]["scenario"] == SEED_A["scenario"]
+    assert presets[SEED_B["title"]]["scenario"] == SEED_B["scenario"]
