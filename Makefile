@@ -26,7 +26,8 @@ $(SERVE_STAMP): $(PY)
 	touch $(SERVE_STAMP)
 
 serve: $(SERVE_STAMP)
-	ENABLE_WEB_INTERFACE=true $(PY) -m uvicorn server.app:app --host $(HOST) --port $(PORT)
+	ENABLE_WEB_INTERFACE=true $(PY) -m uvicorn server.app:app --host $(HOST) --port $(PORT) \
+		--ws-ping-interval 20 --ws-ping-timeout 120
 
 test: $(STAMP)
 	$(PY) -m pytest

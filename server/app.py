@@ -21,10 +21,20 @@ from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservat
 from releaseops_arena.tools import tool_schemas
 
 from .releaseops_environment import ReleaseOpsEnvironment
-from .web_ui import build_release_board
 
 MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))
 SESSION_IDLE_TIMEOUT_S = float(os.environ.get("SESSION_IDLE_TIMEOUT_S", "1800"))
+# Server-side WebSocket keepalive: a trainer's client may be busy for a while
+# between messages, so a missed pong is tolerated for two minutes.
+WS_PING_INTERVAL_S, WS_PING_TIMEOUT_S = 20.0, 120.0
+
+
+def build_release_board(*args):
+    """Imported only when the web UI is on: gradio costs seconds of start-up otherwise."""
+    from .web_ui import build_release_board as build
+
+    return build(*args)
+
 
 app = create_app(
     ReleaseOpsEnvironment,
@@ -68,7 +78,8 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
-    uvicorn.run(app, host=args.host, port=args.port)
+    uvicorn.run(app, host=args.host, port=args.port, ws_ping_interval=WS_PING_INTERVAL_S,
+                ws_ping_timeout=WS_PING_TIMEOUT_S)
 
 
 if __name__ == "__main__":

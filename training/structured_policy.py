@@ -1,0 +1,328 @@
+"""A small network over the public observation, trained with group-relative policy gradients.
+
+Each turn, every valid tool call on the board is a candidate (approve or block
+each pending proposal under each relevant rule, inspect each of its artifacts,
+ask its worker each question, hold); a feature vector describes the candidate
+from visible information only (the board, worker stats, claims, evidence and
+answers seen so far); an MLP scores it; the policy is a softmax over the valid
+candidates, so it can never make an invalid call. Training samples a group of
+episodes per `train`-split scenario and weights log-probabilities by the
+group-normalised return (GRPO-style advantages).
+
+    python -m training.structured_policy --minutes 15 --out runs/structured.pt
+    python -m training.evaluate --policy rule,structured:runs/structured.pt --split heldout_seeds -n 500 --difficulty medium
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from releaseops_arena import ReleaseOpsToolEnv
+from releaseops_arena.baselines import Policy, View, evidence_violation, rules_for
+from releaseops_arena.catalog import PHASES, QUESTION_TYPES, WORKERS
+from releaseops_arena.splits import scenarios
+
+ACTIONS = ["approve", "block", "inspect_pr_diff", "inspect_ci_run", "inspect_ticket",
+           *[f"ask:{q}" for q in QUESTION_TYPES], "hold"]
+REQUESTS = ["merge_pr", "triage_ticket_p3", "open_deploy_gate", "ship_release_candidate", "update_ticket",
+            "escalate_ticket_p1", "delay_release", "run_deploy_checks"]
+RISKS = ["payments", "checkout", "severity", "deploy", "ship", "docs", "observability", "ci"]
+HINTS = ["veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave"]
+VOICES = ["Certain:", "Per runbook", "should be fine"]
+PHRASES = ["disabl", "quarantin", "though", "exempt", "in flight", "test cleanup", "few reports", "hotfix process",
+           "Canary deployed", "Canary green", "Canary started", "Real fix", "Fix for P1", "full canary", "cosmetic"]
+REVEALING_ANSWERS = ["disabl", "cut a corner", "Runbook v1 (2023)", "filed it P3", "was not run", "still running"]
+RULES = ["S1", "S2", "S3"]
+REF_TOOL = {"pr_": "inspect_pr_diff", "ci_": "inspect_ci_run", "tic": "inspect_ticket"}
+ARG_OF = {"inspect_pr_diff": "pr_id", "inspect_ci_run": "run_id", "inspect_ticket": "ticket_id"}
+
+
+def onehot(value, options) -> list[float]:
+    return [1.0 if value == o else 0.0 for o in options]
+
+
+class Tracker(View):
+    """The public view plus what a supervisor remembers: blocked claims and answers."""
+
+    def __init__(self, board: dict):
+        super().__init__(board)
+        self.blocked_claims: set[tuple] = set()
+        self.inspected_this_phase: set[str] = set()
+
+    def note_call(self, tool: str, args: dict) -> None:
+        if tool == "block_proposal" and args["proposal_id"] in self.proposals:
+            p = self.proposals[args["proposal_id"]]
+            self.blocked_claims.add((p["worker"], p["request"], p["claim"]))
+        if tool in ARG_OF:
+            self.inspected_this_phase.add(args[ARG_OF[tool]])
+
+    def update(self, result: dict) -> None:
+        super().update(result)
+        if "next" in result:
+            self.inspected_this_phase = set()
+
+
+# Length of the target-proposal part of a feature vector (zeros for a hold).
+TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + len(WORKERS) + 1 + len(HINTS) + len(VOICES) + len(PHRASES)
+              + 1 + 1 + len(RULES) + 1 + 1 + 1 + len(RULES) + 1 + 1)
+
+
+def features(view: Tracker, action: str, p: dict | None, rule: str | None = None, ref: str | None = None) -> list[float]:
+    """The candidate's feature vector: global clock and budget, the action, the target proposal."""
+    b = view.board
+    spare = b["hours_to_deadline"] // 12 - (3 - b["phase_index"])
+    g = [*onehot(b["phase"], PHASES), b["hours_to_deadline"] / 60, *onehot(min(max(spare, 0), 3), range(4)),
+         *onehot(min(b["review_budget_remaining"], 3), range(4)), *onehot(b["evidence_actions_remaining"], range(3)),
+         len(view.pending()) / 5]
+    a = onehot(action, ACTIONS)
+    if p is None:
+        return g + a + [0.0] * TARGET_DIM
+    stats = {w["worker"]: w for w in b.get("worker_stats", [])}.get(p["worker"])
+    recent = stats["recent"] if stats else {"correct": 0, "incorrect": 0}
+    claim = p["claim"]
+    evidence = [view.evidence[r] for r in p["refs"] if r in view.evidence]
+    found = [evidence_violation(e) for e in evidence]
+    answer = view.answers.get(p["id"], "")
+    t = [*onehot(p["request"], REQUESTS), *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
+         *onehot(p["confidence"], ["low", "medium", "high"]), *onehot(min(len(p["refs"]), 2), range(3)),
+         *onehot(p["worker"], WORKERS),
+         recent["incorrect"] / max(1, recent["correct"] + recent["incorrect"]),
+         *onehot(stats["hint"] if stats else None, HINTS),
+         *[1.0 if v in claim else 0.0 for v in VOICES], *[1.0 if w.lower() in claim.lower() else 0.0 for w in PHRASES],
+         1.0 if (p["worker"], p["request"], claim) in view.blocked_claims else 0.0,
+         1.0 if evidence else 0.0, *[1.0 if r in found else 0.0 for r in RULES],
+         1.0 if any(e.get("kind") == "deploy_checks" and e.get("status") == "passed" for e in evidence) else 0.0,
+         1.0 if answer else 0.0, 1.0 if any(w in answer for w in REVEALING_ANSWERS) else 0.0,
+         *onehot(rule, RULES), 1.0 if rule and rule in found else 0.0,
+         1.0 if ref and ref in view.evidence else 0.0]
+    return g + a + t
+
+
+def candidates(view: Tracker) -> list[tuple[str, dict, list[float]]]:
+    """Every valid call on the board with its features."""
+    b = view.board
+    out = []
+    pending = view.pending()
+    can_look = b["evidence_actions_remaining"] > 0 and b["review_budget_remaining"] > 0
+    asked = set()
+    for p in pending:
+        out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p)))
+        for r in rules_for(p):
+            out.append(("block_proposal", {"proposal_id": p["id"], "rule_id": r}, features(view, "block", p, rule=r)))
+        if can_look:
+            for ref in p["refs"]:
+                tool = REF_TOOL[ref[:3]]
+                if ref not in view.inspected_this_phase:
+                    out.append((tool, {ARG_OF[tool]: ref}, features(view, tool, p, ref=ref)))
+            if p["worker"] not in asked:
+                asked.add(p["worker"])
+                for q in QUESTION_TYPES:
+                    out.append(("ask_worker", {"worker_id": p["worker"], "question_type": q},
+                                features(view, f"ask:{q}", p)))
+    out.append(("hold_release", {"reason_code": "risk_too_high"}, features(view, "hold", None)))
+    return out
+
+
+def feature_dim() -> int:
+    view = Tracker(json.loads(ReleaseOpsToolEnv().reset(seed=0)))
+    return len(candidates(view)[0][2])
+
+
+class Scorer(nn.Module):
+    def __init__(self, dim: int, hidden: int = 64):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                 nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+
+def rollout(model: Scorer, scenario: dict, rng: random.Random, greedy: bool = False) -> tuple[float, list, dict]:
+    """One episode; returns (return, [(candidate features, chosen index)], metrics)."""
+    env = ReleaseOpsToolEnv()
+    view = Tracker(json.loads(env.reset(**scenario)))
+    trace = []
+    while not env.done:
+        cands = candidates(view)
+        x = torch.tensor([c[2] for c in cands])
+        with torch.no_grad():
+            logits = model(x)
+        if greedy:
+            i = int(torch.argmax(logits))
+        else:
+            probs = torch.softmax(logits, 0).tolist()
+            i = rng.choices(range(len(cands)), weights=probs)[0]
+        tool, args, _ = cands[i]
+        trace.append((x, i))
+        view.note_call(tool, args)
+        view.update(json.loads(getattr(env, tool)(**args)))
+    return env.reward, trace, env.metrics
+
+
+class StructuredPolicy(Policy):
+    """The trained network as a policy for the evaluation harness (greedy)."""
+
+    def __init__(self, path: str):
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        self.model = Scorer(state["dim"], state["hidden"])
+        self.model.load_state_dict(state["weights"])
+        self.model.eval()
+        self.name = f"structured:{path}"
+
+    def begin(self, observation: str) -> None:
+        self.view = Tracker(json.loads(observation))
+
+    def observe(self, text: str) -> None:
+        if text.startswith("{\""):  # a result; errors cannot happen (only valid calls are candidates)
+            self.view.update(json.loads(text))
+
+    def act(self, view, env, rng):
+        cands = candidates(self.view)
+        with torch.no_grad():
+            i = int(torch.argmax(self.model(torch.tensor([c[2] for c in cands]))))
+        tool, args, _ = cands[i]
+        self.view.note_call(tool, args)
+        return tool, args
+
+
+def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entropy_coef: float) -> torch.Tensor:
+    """-sum A * log pi(a|s) over every step, batched by padding candidate sets."""
+    xs, idx, adv = [], [], []
+    for trace, a in zip(traces, advantages):
+        for x, i in trace:
+            xs.append(x)
+            idx.append(i)
+            adv.append(a)
+    n, width, dim = len(xs), max(x.shape[0] for x in xs), xs[0].shape[1]
+    batch = torch.zeros(n, width, dim)
+    mask = torch.zeros(n, width, dtype=torch.bool)
+    for k, x in enumerate(xs):
+        batch[k, :x.shape[0]] = x
+        mask[k, :x.shape[0]] = True
+    logits = model(batch).masked_fill(~mask, -1e9)
+    logp = torch.log_softmax(logits, -1)
+    chosen = logp[torch.arange(n), torch.tensor(idx)]
+    entropy = -(logp.exp() * logp.masked_fill(~mask, 0)).sum(-1)
+    return -(torch.tensor(adv) * chosen).mean() - entropy_coef * entropy.mean()
+
+
+def expert_traces(expert: str, scenario_list: list[dict]) -> list[list]:
+    """(candidate features, index of the expert's call) for every step of the expert's episodes."""
+    from releaseops_arena.baselines import POLICIES
+
+    traces = []
+    for scenario in scenario_list:
+        env, policy = ReleaseOpsToolEnv(), POLICIES[expert]()
+        obs = env.reset(**scenario)
+        view, shadow = Tracker(json.loads(obs)), View(json.loads(obs))
+        trace = []
+        while not env.done:
+            tool, args = policy.act(shadow, env, None)
+            cands = candidates(view)
+            match = [i for i, c in enumerate(cands) if c[0] == tool and c[1] == args]
+            if match:
+                trace.append((torch.tensor([c[2] for c in cands]), match[0]))
+            view.note_call(tool, args)
+            try:
+                result = json.loads(getattr(env, tool)(**args))
+            except ValueError:
+                continue
+            view.update(result)
+            shadow.update(result)
+        traces.append(trace)
+    return traces
+
+
+def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, seed: int) -> list[float]:
+    """Behaviour cloning warm start: maximise the log-probability of the expert's calls."""
+    rng = random.Random(seed)
+    pool = list(scenarios("train", episodes, "medium"))
+    traces = expert_traces(expert, pool)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(epochs):
+        rng.shuffle(traces)
+        for k in range(0, len(traces), 32):
+            loss = policy_loss(model, traces[k:k + 32], [1.0] * len(traces[k:k + 32]), 0.0)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+    return losses
+
+
+def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr: float = 3e-3, hidden: int = 64,
+          difficulty: str | None = "medium", seed: int = 0, entropy_coef: float = 0.01, max_steps: int | None = None,
+          log_every: int = 10, out: Path | None = None, warm_start: str | None = "rule",
+          warm_episodes: int = 2000) -> dict:
+    """GRPO-style training on the `train` split only; returns the learning curve.
+
+    A random network almost never ships (every group scores the same, so
+    every advantage is zero); `warm_start` first clones an expert's calls.
+    """
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    dim = feature_dim()
+    model = Scorer(dim, hidden)
+    bc_losses = imitate(model, warm_start, warm_episodes, 3, 3e-3, seed) if warm_start else []
+    warm_state = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    pool = list(scenarios("train", 100_000, difficulty))
+    curve, start, step = [], time.monotonic(), 0  # the clock starts after the warm start (reported apart)
+    while (max_steps is None or step < max_steps) and time.monotonic() - start < minutes * 60:
+        traces, advantages, returns = [], [], []
+        for scenario in rng.sample(pool, scenarios_per_step):
+            runs = [rollout(model, scenario, rng) for _ in range(group)]
+            rs = torch.tensor([r[0] for r in runs])
+            std = float(rs.std())
+            adv = ((rs - rs.mean()) / (std + 1e-6)).tolist() if std > 1e-8 else [0.0] * group
+            traces += [r[1] for r in runs]
+            advantages += adv
+            returns += rs.tolist()
+        loss = policy_loss(model, traces, advantages, entropy_coef)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        if step % log_every == 0:
+            curve.append({"step": step, "seconds": round(time.monotonic() - start, 1),
+                          "mean_return": round(sum(returns) / len(returns), 4)})
+    state = {"dim": dim, "hidden": hidden, "weights": model.state_dict()}
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        torch.save(state, out)
+        torch.save({"dim": dim, "hidden": hidden, "weights": warm_state}, Path(out).with_suffix(".warm.pt"))
+    return {"curve": curve, "steps": step, "seconds": round(time.monotonic() - start, 1), "model": model,
+            "bc_losses": bc_losses}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--scenarios-per-step", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--difficulty", choices=["easy", "medium", "hard", "all"], default="medium")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warm-start", default="rule", help="expert policy to clone first ('' for none)")
+    parser.add_argument("--out", type=Path, default=Path("runs/structured.pt"))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    result = train(args.minutes, args.group, args.scenarios_per_step, args.lr,
+                   difficulty=None if args.difficulty == "all" else args.difficulty, seed=args.seed, out=args.out,
+                   warm_start=args.warm_start or None)
+    (args.out.with_suffix(".curve.json")).write_text(json.dumps(result["curve"], indent=1))
+    print(f"{result['steps']} steps in {result['seconds']} s -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
