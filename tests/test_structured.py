@@ -1,0 +1,93 @@
+"""The structured RL policy's pieces: features, valid-action masking, deterministic training steps."""
+
+import copy
+import json
+import random
+
+import torch
+
+from releaseops_arena import ReleaseOpsToolEnv
+from releaseops_arena.splits import scenarios
+from training import structured_policy as sp
+
+
+def tracker(seed=3, difficulty="medium"):
+    env = ReleaseOpsToolEnv()
+    return env, sp.Tracker(json.loads(env.reset(seed=seed, difficulty=difficulty)))
+
+
+def test_every_visible_field_moves_the_features():
+    _, view = tracker()
+    p = dict(view.pending()[0])
+    base = sp.features(view, "approve", p)
+    changes = {
+        "claim": {"claim": "Certain: build green after a test cleanup in payments."},
+        "request": {"request": "ship_release_candidate"},
+        "refs": {"refs": p["refs"][:1] if len(p["refs"]) > 1 else p["refs"] + ["pr_999"]},
+        "risk": {"risk": ["docs"]},
+        "confidence": {"confidence": "low" if p["confidence"] != "low" else "high"},
+        "worker": {"worker": "sre" if p["worker"] != "sre" else "ci_fixer"},
+    }
+    for field, change in changes.items():
+        assert sp.features(view, "approve", {**p, **change}) != base, field
+    for key, value in (("phase", "deploy_gate"), ("hours_to_deadline", 12), ("review_budget_remaining", 0),
+                       ("evidence_actions_remaining", 0)):
+        other = copy.deepcopy(view)
+        other.board[key] = value
+        if key == "phase":
+            other.board["phase_index"] = 1
+        assert sp.features(other, "approve", p) != base, key
+    stats = copy.deepcopy(view)
+    for w in stats.board["worker_stats"]:
+        w["hint"], w["recent"] = "returning_from_leave", {"correct": 0, "incorrect": 4}
+    assert sp.features(stats, "approve", p) != base, "worker_stats"
+    seen = copy.deepcopy(view)
+    seen.evidence[p["refs"][0]] = {"tests_disabled": ["test_x"]}
+    assert sp.features(seen, "approve", p) != base, "evidence"
+    told = copy.deepcopy(view)
+    told.answers[p["id"]] = "Build passed after disabling one flaky payment test."
+    assert sp.features(told, "approve", p) != base, "answers"
+
+
+def test_masking_never_offers_an_invalid_call():
+    rng = random.Random(0)
+    model = sp.Scorer(sp.feature_dim())
+    checked = 0
+    for scenario in scenarios("train", 24):
+        env = ReleaseOpsToolEnv()
+        view = sp.Tracker(json.loads(env.reset(**scenario)))
+        while not env.done:
+            cands = sp.candidates(view)
+            for tool, args, _ in cands:
+                probe = copy.deepcopy(env)
+                getattr(probe, tool)(**args)  # raises ValueError if the call were invalid
+                checked += 1
+            tool, args, _ = cands[rng.randrange(len(cands))]
+            view.note_call(tool, args)
+            view.update(json.loads(getattr(env, tool)(**args)))
+    assert checked > 500
+    assert model is not None
+
+
+def test_training_steps_change_the_parameters_deterministically():
+    def run():
+        result = sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=3, seed=7, warm_start="rule",
+                          warm_episodes=16)
+        return {k: v.clone() for k, v in result["model"].state_dict().items()}
+
+    torch.manual_seed(7)
+    initial = sp.Scorer(sp.feature_dim()).state_dict()
+    a, b = run(), run()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], initial[k]) for k in a)
+
+
+def test_a_trained_policy_plays_through_the_evaluation_harness(tmp_path):
+    from training.evaluate import evaluate
+
+    path = tmp_path / "w.pt"
+    sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=2, seed=1, warm_start="rule", warm_episodes=16,
+             out=path)
+    result = evaluate(f"structured:{path}", "heldout_seeds", 12, "medium", progress=False)
+    assert result["metrics"]["invalid_action"]["rate"] == 0.0
+    assert result["metrics"]["episodes"] == 12
