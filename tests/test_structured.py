@@ -26,7 +26,6 @@ def test_every_visible_field_moves_the_features():
         "refs": {"refs": p["refs"][:1] if len(p["refs"]) > 1 else p["refs"] + ["pr_999"]},
         "risk": {"risk": ["docs"]},
         "confidence": {"confidence": "low" if p["confidence"] != "low" else "high"},
-        "worker": {"worker": "sre" if p["worker"] != "sre" else "ci_fixer"},
     }
     for field, change in changes.items():
         assert sp.features(view, "approve", {**p, **change}) != base, field
@@ -37,6 +36,14 @@ def test_every_visible_field_moves_the_features():
         if key == "phase":
             other.board["phase_index"] = 1
         assert sp.features(other, "approve", p) != base, key
+    # Identity is not a feature (behaviour is, so lessons transfer across workers); a worker's
+    # track record and hint are.
+    other_worker = copy.deepcopy(view)
+    for w in other_worker.board["worker_stats"]:
+        if w["worker"] != p["worker"]:
+            w["hint"], w["recent"] = "returning_from_leave", {"correct": 0, "incorrect": 4}
+    assert sp.features(other_worker, "approve", {**p, "worker": next(
+        w["worker"] for w in other_worker.board["worker_stats"] if w["worker"] != p["worker"])}) != base, "worker"
     stats = copy.deepcopy(view)
     for w in stats.board["worker_stats"]:
         w["hint"], w["recent"] = "returning_from_leave", {"correct": 0, "incorrect": 4}

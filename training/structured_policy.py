@@ -26,13 +26,16 @@ from torch import nn
 
 from releaseops_arena import ReleaseOpsToolEnv
 from releaseops_arena.baselines import Policy, View, evidence_violation, rules_for
-from releaseops_arena.catalog import PHASES, QUESTION_TYPES, WORKERS
+from releaseops_arena.catalog import PHASES, QUESTION_TYPES
 from releaseops_arena.splits import scenarios
 
 ACTIONS = ["approve", "block", "inspect_pr_diff", "inspect_ci_run", "inspect_ticket",
            *[f"ask:{q}" for q in QUESTION_TYPES], "hold"]
-REQUESTS = ["merge_pr", "triage_ticket_p3", "open_deploy_gate", "ship_release_candidate", "update_ticket",
-            "escalate_ticket_p1", "delay_release", "run_deploy_checks"]
+# Requests by what they do, not by name: the policy judges behaviour, not identities, so
+# that what it learns about one worker's shortcuts can transfer to another's.
+REQUEST_KIND = {"ship_release_candidate": "ship", "delay_release": "delay", "escalate_ticket_p1": "delay",
+                "update_ticket": "paperwork"}
+REQUESTS = ["ship", "delay", "paperwork", "change"]
 RISKS = ["payments", "checkout", "severity", "deploy", "ship", "docs", "observability", "ci"]
 HINTS = ["veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave"]
 VOICES = ["Certain:", "Per runbook", "should be fine"]
@@ -70,7 +73,7 @@ class Tracker(View):
 
 
 # Length of the target-proposal part of a feature vector (zeros for a hold).
-TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + len(WORKERS) + 1 + len(HINTS) + len(VOICES) + len(PHRASES)
+TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES) + len(PHRASES)
               + 1 + 1 + len(RULES) + 1 + 1 + 1 + len(RULES) + 1 + 1)
 
 
@@ -90,9 +93,8 @@ def features(view: Tracker, action: str, p: dict | None, rule: str | None = None
     evidence = [view.evidence[r] for r in p["refs"] if r in view.evidence]
     found = [evidence_violation(e) for e in evidence]
     answer = view.answers.get(p["id"], "")
-    t = [*onehot(p["request"], REQUESTS), *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
+    t = [*onehot(REQUEST_KIND.get(p["request"], "change"), REQUESTS), *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
          *onehot(p["confidence"], ["low", "medium", "high"]), *onehot(min(len(p["refs"]), 2), range(3)),
-         *onehot(p["worker"], WORKERS),
          recent["incorrect"] / max(1, recent["correct"] + recent["incorrect"]),
          *onehot(stats["hint"] if stats else None, HINTS),
          *[1.0 if v in claim else 0.0 for v in VOICES], *[1.0 if w.lower() in claim.lower() else 0.0 for w in PHRASES],

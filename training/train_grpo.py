@@ -92,6 +92,23 @@ def build_config(args, output_dir: str):
     )
 
 
+def TimeLimit(minutes: float):
+    """Stop training after `minutes` of wall time (checked after each step)."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class _TimeLimit(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.deadline = time.monotonic() + 60 * minutes
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if time.monotonic() > self.deadline:
+                control.should_training_stop = True
+
+    return _TimeLimit()
+
+
 def generation_batch_size(config) -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     return config.per_device_train_batch_size * config.steps_per_generation * world
@@ -115,7 +132,8 @@ def train(args) -> dict:
     else:
         factory = ReleaseOpsToolEnv
     trainer = GRPOTrainer(model=model, reward_funcs=[make_reward_func()], args=config, train_dataset=dataset,
-                          processing_class=tokenizer, environment_factory=factory)
+                          processing_class=tokenizer, environment_factory=factory,
+                          callbacks=[TimeLimit(args.max_minutes)] if args.max_minutes else None)
     tools = sorted(t.__name__ for t in trainer.tools)
     try:
         trainer.train()
@@ -149,6 +167,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--use-vllm", action="store_true")
     p.add_argument("--vllm-mode", default="colocate", choices=["colocate", "server"])
     p.add_argument("--cpu", action="store_true", help="train on CPU (fp32)")

@@ -1,0 +1,206 @@
+"""Learnability evidence: train on `train`, evaluate on held-out seeds and the unseen family.
+
+    python -m training.learnability --minutes 15 --lm-minutes 15 -n 500
+
+1. A structured policy (training/structured_policy.py): behaviour-cloned from
+   the rule baseline, then trained with group-relative policy gradients.
+2. A tiny language model (training/tiny_model.py) with TRL: supervised warm
+   start on rule episodes, then GRPO with `environment_factory`.
+Writes results/learnability.json, docs/learnability.md and charts under docs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from releaseops_arena.baselines import POLICIES, play  # noqa: E402
+
+from .evaluate import add_rule_win, evaluate, markdown  # noqa: E402
+from .make_demo import build as build_demo  # noqa: E402
+from .plot_metrics import plot  # noqa: E402
+
+SLICES = [("heldout_seeds", "medium"), ("unseen_family", "medium")]
+
+
+def evaluate_slices(policies: dict[str, str], n: int, workers: int) -> dict:
+    """{slice: {label: result}} with the paired rule win rate."""
+    out = {}
+    for split, difficulty in SLICES:
+        rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
+        add_rule_win(rule, rule)
+        results = {"rule": rule}
+        for label, name in policies.items():
+            res = evaluate(name, split, n, difficulty, workers=workers, baseline=rule, progress=False)
+            res["policy"] = label
+            results[label] = res
+        out[f"{split}/{difficulty}"] = results
+    return out
+
+
+def separated(a: dict, b: dict, key: str) -> bool:
+    """True when a's 95% interval lies wholly above b's."""
+    ci = "ci95"
+    return a["metrics"][key][ci][0] > b["metrics"][key][ci][1]
+
+
+def behaviour(policy_name: str, make_policy) -> dict:
+    """Seed A and Seed B transcripts (calls only) of the rule and the trained policy."""
+    demo = build_demo()
+    out = {}
+    for file, content in demo.items():
+        scenario = content["scenario"]
+        calls = {}
+        for label, policy in (("rule", POLICIES["rule"]()), (policy_name, make_policy())):
+            run = play(policy, scenario)
+            calls[label] = {"outcome": run["metrics"]["outcome"], "return": run["return"],
+                            "calls": [f"{s['tool']}({', '.join(map(str, s['arguments'].values()))})"
+                                      for s in run["steps"]]}
+        out[content["title"]] = {"scenario": scenario, **calls}
+    return out
+
+
+def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel: str) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
+    xs, ys = zip(*points) if points else ([], [])
+    ax.plot(xs, ys)
+    if len(ys) >= 10:  # a moving average over the noisy batches
+        k = max(5, len(ys) // 20)
+        smooth = [sum(ys[max(0, i - k):i + 1]) / len(ys[max(0, i - k):i + 1]) for i in range(len(ys))]
+        ax.plot(xs, smooth, linewidth=2)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("mean episode return")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path) -> dict:
+    from .structured_policy import StructuredPolicy, train
+
+    weights = runs / "structured.pt"
+    t0 = time.monotonic()
+    result = train(minutes=minutes, lr=1e-3, scenarios_per_step=16, out=weights)
+    seconds = round(time.monotonic() - t0, 1)
+    curve_png([(c["step"], c["mean_return"]) for c in result["curve"]], docs / "learnability_structured_curve.png",
+              "Structured policy: GRPO on the train split", "update step")
+    slices = evaluate_slices({"warm start (cloned rule)": f"structured:{weights.with_suffix('.warm.pt')}",
+                              "trained": f"structured:{weights}"}, n, workers)
+    main = slices["heldout_seeds/medium"]
+    plot([main["rule"], main["trained"]], docs / "learnability_rule_vs_trained.png",
+         f"Rule baseline vs trained structured policy (held-out seeds, medium, {n} each)")
+    checks = {name: {key: separated(res["trained"], res["rule"], key) for key in ("mean_return", "safe_ship")}
+              for name, res in slices.items()}
+    return {"train_seconds": seconds, "update_steps": result["steps"], "curve": result["curve"],
+            "slices": slices, "beats_rule_with_separated_ci": checks,
+            "behaviour": behaviour("trained", lambda: StructuredPolicy(str(weights)))}
+
+
+def lm_part(minutes: float, n: int, runs: Path, docs: Path) -> dict:
+    from . import train_grpo
+    from .sft_warmup import warm_start
+    from .tiny_model import build
+
+    t0 = time.monotonic()
+    base = build(runs / "tiny-base")
+    warm = warm_start(base, runs / "tiny-sft", policy="rule", episodes=48, epochs=6, difficulty="easy")
+    sft_seconds = round(time.monotonic() - t0, 1)
+    args = train_grpo.parser().parse_args([
+        "--model", str(runs / "tiny-sft"), "--cpu", "--steps", "100000", "--max-minutes", str(minutes),
+        "--num-generations", "8", "--batch-size", "8", "--max-completion-length", "1536", "--max-tool-calls", "16",
+        "--rows", "4096", "--difficulty", "easy", "--lr", "5e-5", "--output-dir", str(runs / "tiny-grpo")])
+    t1 = time.monotonic()
+    result = train_grpo.train(args)
+    grpo_seconds = round(time.monotonic() - t1, 1)
+    logs = [h for h in result["log_history"] if "reward" in h]
+    curve_png([(h["step"], h["reward"]) for h in logs], docs / "learnability_lm_curve.png",
+              "Tiny LM: GRPO reward on the train split (easy)", "GRPO step")
+    scored = {}
+    for label, name in (("warm start (SFT)", f"hf:{runs / 'tiny-sft'}"), ("SFT + GRPO", f"hf:{runs / 'tiny-grpo'}")):
+        res = evaluate(name, "heldout_seeds", n, "easy", progress=False)
+        res["policy"] = label
+        scored[label] = res
+    rule = evaluate("rule", "heldout_seeds", n, "easy", progress=False)
+    scored["rule"] = rule
+    return {"sft_seconds": sft_seconds, "sft_loss": [warm["losses"][0], warm["losses"][-1]],
+            "grpo_seconds": grpo_seconds, "grpo_steps": len(logs), "eval_episodes": n, "results": scored,
+            "grpo_improves_mean_return": scored["SFT + GRPO"]["metrics"]["mean_return"]["mean"]
+            > scored["warm start (SFT)"]["metrics"]["mean_return"]["mean"]}
+
+
+def report(data: dict, docs: Path) -> None:
+    lines = ["# Learnability", "", f"Generated by `{data['command']}` on {data['machine']}.", ""]
+    s = data.get("structured")
+    if s:
+        lines += ["## Structured policy (RL over the public observation)", "",
+                  f"Behaviour-cloned from the rule baseline, then {s['update_steps']} GRPO-style updates "
+                  f"(16 scenarios x 8 episodes each) in {s['train_seconds']} s on the `train` split, medium.", ""]
+        for name, results in s["slices"].items():
+            lines += [f"### {name}", "", markdown(list(results.values())), ""]
+        lines += ["Trained policy above the rule with non-overlapping 95% intervals:", ""]
+        lines += [f"- {name}: mean return {'yes' if c['mean_return'] else 'no'}, safe ship "
+                  f"{'yes' if c['safe_ship'] else 'no'}" for name, c in s["beats_rule_with_separated_ci"].items()]
+        lines += ["", "![learning curve](learnability_structured_curve.png)",
+                  "![rule vs trained](learnability_rule_vs_trained.png)", "", "### Behaviour on the demo seeds", ""]
+        for title, b in s["behaviour"].items():
+            lines += [f"**{title}** `{json.dumps(b['scenario'])}`", ""]
+            for label in ("rule", "trained"):
+                lines += [f"- {label} ({b[label]['outcome']}, return {b[label]['return']:.2f}): "
+                          + " → ".join(b[label]["calls"])]
+            lines += [""]
+    lm = data.get("lm")
+    if lm:
+        lines += ["## Tiny language model with TRL", "",
+                  f"SFT warm start on 48 rule episodes in {lm['sft_seconds']} s (loss {lm['sft_loss'][0]:.2f} → "
+                  f"{lm['sft_loss'][1]:.2f}), then {lm['grpo_steps']} GRPO steps in {lm['grpo_seconds']} s; "
+                  f"{lm['eval_episodes']} held-out episodes each, easy.", "",
+                  markdown(list(lm["results"].values())), "",
+                  f"GRPO improves mean return over the warm start: {'yes' if lm['grpo_improves_mean_return'] else 'no'}.",
+                  "", "![GRPO reward](learnability_lm_curve.png)", ""]
+    (docs / "learnability.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    import multiprocessing as mp
+    import platform
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=15.0, help="structured policy RL time")
+    parser.add_argument("--lm-minutes", type=float, default=15.0, help="tiny LM GRPO time (0 to skip)")
+    parser.add_argument("-n", type=int, default=500, help="evaluation episodes per slice (structured)")
+    parser.add_argument("--lm-n", type=int, default=100, help="evaluation episodes (tiny LM)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument("--docs", type=Path, default=Path("docs"))
+    parser.add_argument("--out", type=Path, default=Path("results/learnability.json"))
+    args = parser.parse_args(argv)
+    data = {"command": "python -m training.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
+            "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"}
+    if args.minutes > 0:
+        data["structured"] = structured_part(args.minutes, args.n, args.workers, args.runs, args.docs)
+    if args.lm_minutes > 0:
+        data["lm"] = lm_part(args.lm_minutes, args.lm_n, args.runs, args.docs)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for part in ("structured",):
+        for results in data.get(part, {}).get("slices", {}).values():
+            for r in results.values():
+                r.pop("episodes", None)
+    for r in data.get("lm", {}).get("results", {}).values():
+        r.pop("episodes", None)
+    args.out.write_text(json.dumps(data, indent=1))
+    report(data, args.docs)
+    print((args.docs / "learnability.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
