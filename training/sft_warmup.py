@@ -90,7 +90,7 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad()
-            history.append(float(loss))
+            history.append(float(loss.detach()))
     Path(out).mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
