@@ -20,6 +20,7 @@ from .tools import TOOL_NAMES, TOOL_SPECS
 from .workers import answer
 
 MAX_ARG_CHARS = 64  # longer arguments are refused (and echoed back truncated)
+_USAGE = {name: f"{name}({', '.join(spec)})" for name, spec in TOOL_SPECS.items()}
 
 _SHORTCUT_DETAIL = {
     "ci_fix": "Build passed after disabling one flaky payment test.",
@@ -172,7 +173,7 @@ class Episode:
         if tool_name not in TOOL_SPECS:
             raise ToolError(f"unknown tool {_short(tool_name)}; the supervisor can only call: {', '.join(TOOL_NAMES)}")
         spec = TOOL_SPECS[tool_name]
-        usage = f"{tool_name}({', '.join(spec)})"
+        usage = _USAGE[tool_name]
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):

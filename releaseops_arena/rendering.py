@@ -16,9 +16,13 @@ from .scenario_builder import EVIDENCE_PER_ROUND, HOURS_PER_ROUND
 RULE_NAMES = [name for name, _ in catalog.RULES.values()]
 
 
+# Built once: json.dumps with options constructs a new encoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(data: dict) -> str:
     """Compact, deterministic JSON: every character is a token paid per generation."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(data)
 
 
 def proposal_view(world: World, pid: str) -> dict:

@@ -29,7 +29,8 @@ class ReleaseOpsEnvironment(Environment):
     def __init__(self):
         super().__init__()
         self._episode: Episode | None = None
-        self._state = ReleaseOpsState(episode_id=None, step_count=0)
+        self._episode_id: str | None = None
+        self._steps = 0
         self._closed = False
         self.mcp_server = SessionToolServer(self.call_tool)
 
@@ -58,8 +59,7 @@ class ReleaseOpsEnvironment(Environment):
         if seed is not None:
             config["seed"] = seed
         self._episode = Episode(**config)  # raises ValueError listing valid values
-        self._state = ReleaseOpsState(episode_id=episode_id or str(uuid.uuid4()), step_count=0, **self._episode.config)
-        self._sync_state()
+        self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
         return ReleaseOpsObservation(text=self._episode.initial_observation, board=self._episode.board(),
                                      done=False, reward=0.0)
 
@@ -73,8 +73,7 @@ class ReleaseOpsEnvironment(Environment):
             result = ep.step(action.tool_name, action.arguments)
         except EpisodeOver as exc:
             return self._observation(str(exc), 0.0, error=str(exc))
-        self._state.step_count += 1
-        self._sync_state()
+        self._steps += 1
         return self._observation(result.text, result.reward, error=result.error)
 
     def _observation(self, text: str, reward: float, error: str | None) -> ReleaseOpsObservation:
@@ -87,18 +86,16 @@ class ReleaseOpsEnvironment(Environment):
                                      episode_return=ep.episode_return, done=ep.done, reward=reward,
                                      metadata=metadata)
 
-    def _sync_state(self) -> None:
-        ep = self._episode
-        s = self._state
-        s.phase = catalog.PHASES[ep.world.stage]
-        s.review_budget_remaining = ep.world.budget_left
-        s.episode_return = ep.episode_return
-        s.done = ep.done
-        s.outcome = ep.outcome
-
     @property
     def state(self) -> ReleaseOpsState:
-        return self._state
+        # Built on request: validated pydantic assignments on every step cost more
+        # than the engine's step itself.
+        ep = self._episode
+        if ep is None:
+            return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps)
+        return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps, **ep.config,
+                               phase=catalog.PHASES[ep.world.stage], review_budget_remaining=ep.world.budget_left,
+                               episode_return=ep.episode_return, done=ep.done, outcome=ep.outcome)
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(

@@ -1,0 +1,51 @@
+"""A minimal echo environment on the same OpenEnv + uvicorn stack, as the server baseline.
+
+    PYTHONPATH=. .venv/bin/python -m uvicorn bench.echo_app:app --port 8001
+
+It accepts exactly the messages our server accepts (reset with the scenario
+keys, step with `tool_name` and `arguments`) so the two can be driven by the
+same replay, and does no work: reset returns a fixed small observation and
+step echoes the tool name back. Everything else (ASGI, WebSocket framing, the
+per-session executor thread, pydantic validation and serialization) is OpenEnv's
+and identical to ours.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from openenv.core import Action, Environment, Observation, State, create_app
+from pydantic import Field
+
+
+class EchoAction(Action):
+    tool_name: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class EchoObservation(Observation):
+    text: str = ""
+
+
+class EchoEnvironment(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state = State(episode_id=None, step_count=0)
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> EchoObservation:
+        self._state = State(episode_id=episode_id or "echo", step_count=0)
+        return EchoObservation(text="ready", done=False, reward=0.0)
+
+    def step(self, action: EchoAction, timeout_s: Optional[float] = None,  # type: ignore[override]
+             **kwargs: Any) -> EchoObservation:
+        self._state.step_count += 1
+        return EchoObservation(text=action.tool_name, done=False, reward=0.0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=64)
