@@ -135,6 +135,12 @@ def _new_violation(world: World, rule: str, owner: str, fix_kind: str, open_: bo
 # --------------------------------------------------------------- proposals
 
 
+def _next_pid(world: World) -> str:
+    """Proposal ids grow with gaps drawn from the seed, so their values carry no meaning."""
+    world.next_proposal += world.rng.randrange(1, 4)
+    return f"p{world.next_proposal}"
+
+
 def _propose(
     world: World,
     worker: str,
@@ -147,10 +153,8 @@ def _propose(
     **hidden,
 ) -> Proposal:
     archetype = world.workers[worker].archetype
-    world.next_proposal += world.rng.randrange(1, 4)
-    pid = f"p{world.next_proposal}"
     proposal = Proposal(
-        id=pid,
+        id=_next_pid(world),
         worker=worker,
         request=request,
         claim=styled(archetype, claim),
@@ -162,7 +166,7 @@ def _propose(
         kind=kind,
         **hidden,
     )
-    world.proposals[pid] = proposal
+    world.proposals[proposal.id] = proposal
     for ref in proposal.refs:
         if ref not in world.seen_refs:
             world.seen_refs.append(ref)
@@ -292,8 +296,7 @@ def fix_for(world: World, kind: str, vid: str | None) -> Proposal | None:
 
 def resubmit(world: World, old: Proposal) -> Proposal:
     """A correct proposal that was blocked comes back unchanged under a new id."""
-    world.next_proposal += world.rng.randrange(1, 4)
-    pid = f"p{world.next_proposal}"
+    pid = _next_pid(world)
     proposal = Proposal(pid, old.worker, old.request, old.claim, list(old.refs), list(old.risk), old.confidence,
                         world.stage, label=old.label, violation=old.violation, introduces=old.introduces,
                         fixes=old.fixes, critical=old.critical, ships=old.ships, effect=old.effect, kind=old.kind)
