@@ -170,7 +170,7 @@ def _propose(
     for ref in proposal.refs:
         if ref not in world.seen_refs:
             world.seen_refs.append(ref)
-    world.active.append(pid)
+    world.active.append(proposal.id)
     return proposal
 
 
