@@ -14,6 +14,7 @@ import json
 import math
 import multiprocessing as mp
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -118,7 +119,10 @@ def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers
     jobs = [(name, s, i * 7919 + r) for i, s in enumerate(scenario_list) for r in range(repeats)]
     bar = tqdm(total=len(jobs), desc=name, disable=not progress, leave=False)
     if workers > 1:
-        with mp.get_context("fork").Pool(workers) as pool:
+        # fork is fast, but forking a process whose torch/OpenMP threads already ran
+        # deadlocks the children: spawn once torch is loaded.
+        context = mp.get_context("spawn" if "torch" in sys.modules else "fork")
+        with context.Pool(workers) as pool:
             results = []
             for out in pool.imap(_play_one, jobs, chunksize=16):
                 results.append(out)

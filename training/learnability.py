@@ -84,13 +84,16 @@ def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel:
     plt.close(fig)
 
 
-def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path) -> dict:
+def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path, reuse: bool = False) -> dict:
     from .structured_policy import StructuredPolicy, train
 
     weights = runs / "structured.pt"
     t0 = time.monotonic()
-    result = train(minutes=minutes, lr=1e-3, scenarios_per_step=16, out=weights)
-    seconds = round(time.monotonic() - t0, 1)
+    if reuse and weights.with_suffix(".json").exists():  # evaluate an earlier run again
+        result = json.loads(weights.with_suffix(".json").read_text())
+    else:
+        result = train(minutes=minutes, lr=1e-3, scenarios_per_step=16, out=weights)
+    seconds = round(time.monotonic() - t0, 1) if not reuse else result["seconds"]
     curve_png([(c["step"], c["mean_return"]) for c in result["curve"]], docs / "learnability_structured_curve.png",
               "Structured policy: GRPO on the train split", "update step")
     slices = evaluate_slices({"warm start (cloned rule)": f"structured:{weights.with_suffix('.warm.pt')}",
@@ -183,11 +186,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     parser.add_argument("--out", type=Path, default=Path("results/learnability.json"))
+    parser.add_argument("--reuse-structured", action="store_true", help="evaluate runs/structured.pt again")
     args = parser.parse_args(argv)
     data = {"command": "python -m training.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
             "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"}
     if args.minutes > 0:
-        data["structured"] = structured_part(args.minutes, args.n, args.workers, args.runs, args.docs)
+        data["structured"] = structured_part(args.minutes, args.n, args.workers, args.runs, args.docs,
+                                             args.reuse_structured)
     if args.lm_minutes > 0:
         data["lm"] = lm_part(args.lm_minutes, args.lm_n, args.runs, args.docs)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -299,12 +299,14 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
             curve.append({"step": step, "seconds": round(time.monotonic() - start, 1),
                           "mean_return": round(sum(returns) / len(returns), 4)})
     state = {"dim": dim, "hidden": hidden, "weights": model.state_dict()}
+    summary = {"curve": curve, "steps": step, "seconds": round(time.monotonic() - start, 1),
+               "warm_start": warm_start, "warm_episodes": warm_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         torch.save(state, out)
         torch.save({"dim": dim, "hidden": hidden, "weights": warm_state}, Path(out).with_suffix(".warm.pt"))
-    return {"curve": curve, "steps": step, "seconds": round(time.monotonic() - start, 1), "model": model,
-            "bc_losses": bc_losses}
+        Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=1))
+    return {**summary, "model": model}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -322,7 +324,6 @@ def main(argv: list[str] | None = None) -> None:
     result = train(args.minutes, args.group, args.scenarios_per_step, args.lr,
                    difficulty=None if args.difficulty == "all" else args.difficulty, seed=args.seed, out=args.out,
                    warm_start=args.warm_start or None)
-    (args.out.with_suffix(".curve.json")).write_text(json.dumps(result["curve"], indent=1))
     print(f"{result['steps']} steps in {result['seconds']} s -> {args.out}")
 
 
