@@ -408,8 +408,8 @@ def notes(engine: dict, server: dict) -> list[str]:
             f"The engine figures are a hot loop on one pinned core. Inside the running server the same "
             f"`env.step` costs {f1(tm['ours']['us_per_call']['env.step'])} us per call (in-situ) against "
             f"{f1(pl['ours']['env_step_us'])} us in-process, of which the engine's own step is "
-            f"{f1(pl['engine_step_us'])} us; the rest of `env.step` is the adapter (`_sync_state`'s validated "
-            "pydantic assignments, `Episode.board()` and the observation model).")
+            f"{f1(pl['engine_step_us'])} us; the rest of `env.step` is the adapter "
+            "(`Episode.board()` and the observation model).")
     va = {row["variant"]: row for row in server.get("variants", {}).get("table", [])}
     stock, frozen = va.get("stock, full GCs logged"), va.get("gc.freeze() after import")
     nodeflate = va.get("gc.freeze() + no permessage-deflate")
