@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 from .catalog import HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
-from .safety_rules import RISK_RULES, violated_at_ship
+from .safety_rules import rules_for_risk, violated_at_ship
 from .tool_env import ReleaseOpsToolEnv
 from .tools import TOOL_NAMES
 
@@ -63,7 +63,8 @@ class View:
 
 
 def rules_for(proposal: dict) -> list[str]:
-    return sorted({r for tag in proposal["risk"] for r in RISK_RULES.get(tag, ())})
+    """The rules a block of this board proposal may cite (the engine's own table)."""
+    return rules_for_risk(proposal["risk"])
 
 
 class Policy:

@@ -21,12 +21,14 @@ RISK_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
+def rules_for_risk(risk: list[str]) -> list[str]:
+    """The rule ids a block may cite for a proposal with these visible risk tags."""
+    return sorted({rule for tag in risk for rule in RISK_RULES.get(tag, ())})
+
+
 def relevant_rules(proposal: Proposal) -> list[str]:
     """The rule ids a block of this proposal may cite, from its risk tags."""
-    rules: set[str] = set()
-    for tag in proposal.risk:
-        rules.update(RISK_RULES.get(tag, ()))
-    return sorted(rules)
+    return rules_for_risk(proposal.risk)
 
 
 def violated_at_ship(world: World) -> list[str]:

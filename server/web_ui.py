@@ -28,7 +28,7 @@ import gradio as gr
 from releaseops_arena import catalog, rewards
 from releaseops_arena.baselines import POLICIES, play
 from releaseops_arena.episode import Episode, EpisodeOver, StepResult
-from releaseops_arena.safety_rules import RISK_RULES
+from releaseops_arena.safety_rules import rules_for_risk
 
 WATCH_POLICIES = ("naive", "rule", "oracle")
 CUSTOM = "Custom (pick below)"
@@ -372,7 +372,7 @@ def _rule_for(board: dict | None, pid: str | None) -> str | None:
         return None
     for p in board["proposals"]:
         if p["id"] == pid:
-            rules = sorted({r for tag in p["risk"] for r in RISK_RULES.get(tag, ())})
+            rules = rules_for_risk(p["risk"])
             return rules[0] if rules else None
     return None
 
