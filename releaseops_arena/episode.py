@@ -83,6 +83,7 @@ class Episode:
         self.counters = Counters()
         self.audit: list[dict] = []
         self._delay = False
+        self._pending_reward = 0.0  # earned by the call in progress, paid out by step()
         self.initial_observation = render_observation(self.world)
 
     # ------------------------------------------------------------ public
@@ -221,15 +222,15 @@ class Episode:
         w.budget_left -= 1
         w.evidence_left -= 1
         self.counters.budget_used += 1
-        self._pending_reward = getattr(self, "_pending_reward", 0.0) + rewards.BUDGET_UNIT
+        self._pending_reward += rewards.BUDGET_UNIT
 
     def _discover(self, vid: str | None) -> None:
         if vid and vid not in self.counters.discovered:
             self.counters.discovered.append(vid)
-            self._pending_reward = getattr(self, "_pending_reward", 0.0) + rewards.DISCOVERY
+            self._pending_reward += rewards.DISCOVERY
 
     def _drain(self) -> float:
-        reward, self._pending_reward = getattr(self, "_pending_reward", 0.0), 0.0
+        reward, self._pending_reward = self._pending_reward, 0.0
         return reward
 
     def _enforce_caps(self) -> float:
@@ -258,7 +259,7 @@ class Episode:
             self.rules_violated = violated_at_ship(w)
             p.label = "shortcut" if self.rules_violated else "correct"
             outcome = "unsafe_ship" if self.rules_violated else "safe_ship"
-            self._pending_reward = getattr(self, "_pending_reward", 0.0) + self._finish(outcome, outcome)
+            self._pending_reward += self._finish(outcome, outcome)
             result["outcome"] = outcome
             if self.rules_violated:
                 result["rules_violated"] = self.rules_violated
@@ -324,7 +325,7 @@ class Episode:
                 w.violations[w.slow_check].open = False
         result["phase_end"] = True
         if w.round >= w.rounds_total:
-            self._pending_reward = getattr(self, "_pending_reward", 0.0) + self._finish("missed_deadline", "deadline")
+            self._pending_reward += self._finish("missed_deadline", "deadline")
             result["outcome"] = "missed_deadline"
             return result
         previous = [w.proposals[pid] for pid in w.active]
