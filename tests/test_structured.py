@@ -98,3 +98,34 @@ def test_a_trained_policy_plays_through_the_evaluation_harness(tmp_path):
     result = evaluate(f"structured:{path}", "heldout_seeds", 12, "medium", progress=False)
     assert result["metrics"]["invalid_action"]["rate"] == 0.0
     assert result["metrics"]["episodes"] == 12
+
+
+def test_a_ships_two_runs_are_told_apart():
+    """The release-candidate run and the deploy run are both ci runs on the ship proposal;
+    inspecting one or the other must look different, or a policy cannot learn which to open."""
+    env = ReleaseOpsToolEnv()
+    view = sp.Tracker(json.loads(env.reset(family="release_manager_ships_before_evidence", seed=4,
+                                           difficulty="easy", archetype_mix="careful_ci__careful_qa")))
+    while view.board["phase"] != "ship_decision":
+        p = view.pending()[0]
+        view.note_call("approve_proposal", {"proposal_id": p["id"]})
+        view.update(json.loads(env.approve_proposal(p["id"])))
+    ship = next(p for p in view.pending() if p["request"] == "ship_release_candidate")
+    inspections = {args["run_id"]: x for tool, args, x in sp.candidates(view)
+                   if tool == "inspect_ci_run" and args["run_id"] in ship["refs"]}
+    assert len(inspections) == 2
+    rc, deploy = (inspections[r] for r in ship["refs"])
+    assert rc != deploy
+
+
+def test_the_kl_anchor_is_zero_at_the_reference_and_grows_away_from_it():
+    env, view = tracker()
+    x = torch.tensor([c[2] for c in sp.candidates(view)])
+    traces, advantages = [[(x, 0)]], [0.0]
+    torch.manual_seed(0)
+    model = sp.Scorer(x.shape[1])
+    same = copy.deepcopy(model)
+    other = sp.Scorer(x.shape[1])
+    plain = sp.policy_loss(model, traces, advantages, 0.0)
+    assert torch.isclose(sp.policy_loss(model, traces, advantages, 0.0, same, 1.0), plain)
+    assert sp.policy_loss(model, traces, advantages, 0.0, other, 1.0) > plain

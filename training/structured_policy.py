@@ -7,7 +7,8 @@ from visible information only (the board, worker stats, claims, evidence and
 answers seen so far); an MLP scores it; the policy is a softmax over the valid
 candidates, so it can never make an invalid call. Training samples a group of
 episodes per `train`-split scenario and weights log-probabilities by the
-group-normalised return (GRPO-style advantages).
+group-normalised return (GRPO-style advantages), with a KL penalty towards
+the behaviour-cloned start.
 
     python -m training.structured_policy --minutes 15 --out runs/structured.pt
     python -m training.evaluate --policy rule,structured:runs/structured.pt --split heldout_seeds -n 500 --difficulty medium
@@ -74,7 +75,7 @@ class Tracker(View):
 
 # Length of the target-proposal part of a feature vector (zeros for a hold).
 TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES) + len(PHRASES)
-              + 1 + 1 + len(RULES) + 1 + 1 + 1 + len(RULES) + 1 + 1)
+              + 1 + 1 + len(RULES) + 1 + 1 + 1 + len(RULES) + 1 + 3)
 
 
 def features(view: Tracker, action: str, p: dict | None, rule: str | None = None, ref: str | None = None) -> list[float]:
@@ -103,8 +104,18 @@ def features(view: Tracker, action: str, p: dict | None, rule: str | None = None
          1.0 if any(e.get("kind") == "deploy_checks" and e.get("status") == "passed" for e in evidence) else 0.0,
          1.0 if answer else 0.0, 1.0 if any(w in answer for w in REVEALING_ANSWERS) else 0.0,
          *onehot(rule, RULES), 1.0 if rule and rule in found else 0.0,
-         1.0 if ref and ref in view.evidence else 0.0]
+         *ref_features(view, p, ref)]
     return g + a + t
+
+
+def ref_features(view: Tracker, p: dict, ref: str | None) -> list[float]:
+    """Which artifact an inspection would open: without this, a ship's release-candidate run
+    and its deploy run look the same, and a greedy policy opens whichever comes first."""
+    if ref is None:
+        return [0.0, 0.0, 0.0]
+    cited_elsewhere = any(ref in q["refs"] for q in view.proposals.values() if q["id"] != p["id"])
+    return [1.0 if ref in view.evidence else 0.0, 1.0 if ref == p["refs"][-1] else 0.0,
+            1.0 if cited_elsewhere else 0.0]
 
 
 def candidates(view: Tracker) -> list[tuple[str, dict, list[float]]]:
@@ -195,8 +206,10 @@ class StructuredPolicy(Policy):
         return tool, args
 
 
-def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entropy_coef: float) -> torch.Tensor:
-    """-sum A * log pi(a|s) over every step, batched by padding candidate sets."""
+def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entropy_coef: float,
+                reference: Scorer | None = None, kl_coef: float = 0.0) -> torch.Tensor:
+    """-sum A * log pi(a|s) over every step, batched by padding candidate sets, plus
+    `kl_coef` * KL(pi || reference) over each step's candidates (GRPO's anchor to its start)."""
     xs, idx, adv = [], [], []
     for trace, a in zip(traces, advantages):
         for x, i in trace:
@@ -213,7 +226,13 @@ def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entr
     logp = torch.log_softmax(logits, -1)
     chosen = logp[torch.arange(n), torch.tensor(idx)]
     entropy = -(logp.exp() * logp.masked_fill(~mask, 0)).sum(-1)
-    return -(torch.tensor(adv) * chosen).mean() - entropy_coef * entropy.mean()
+    loss = -(torch.tensor(adv) * chosen).mean() - entropy_coef * entropy.mean()
+    if reference is not None and kl_coef > 0:
+        with torch.no_grad():
+            ref_logp = torch.log_softmax(reference(batch).masked_fill(~mask, -1e9), -1)
+        kl = (logp.exp() * (logp - ref_logp).masked_fill(~mask, 0)).sum(-1)
+        loss = loss + kl_coef * kl.mean()
+    return loss
 
 
 def expert_traces(expert: str, scenario_list: list[dict]) -> list[list]:
@@ -264,11 +283,15 @@ def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, s
 def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr: float = 3e-3, hidden: int = 64,
           difficulty: str | None = "medium", seed: int = 0, entropy_coef: float = 0.01, max_steps: int | None = None,
           log_every: int = 10, out: Path | None = None, warm_start: str | None = "rule",
-          warm_episodes: int = 2000) -> dict:
+          warm_episodes: int = 2000, kl_coef: float = 0.05) -> dict:
     """GRPO-style training on the `train` split only; returns the learning curve.
 
     A random network almost never ships (every group scores the same, so
     every advantage is zero); `warm_start` first clones an expert's calls.
+    `kl_coef` anchors the policy to that start, as GRPO anchors to its
+    reference model: without it the policy dropped the rule's deploy check
+    before shipping (a rare payoff within a group) and never found it again,
+    which is the one habit that carries over to the unseen family.
     """
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -276,6 +299,8 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
     model = Scorer(dim, hidden)
     bc_losses = imitate(model, warm_start, warm_episodes, 3, 3e-3, seed) if warm_start else []
     warm_state = {k: v.clone() for k, v in model.state_dict().items()}
+    reference = Scorer(dim, hidden)
+    reference.load_state_dict(warm_state)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     pool = list(scenarios("train", 100_000, difficulty))
     curve, start, step = [], time.monotonic(), 0  # the clock starts after the warm start (reported apart)
@@ -289,7 +314,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
             traces += [r[1] for r in runs]
             advantages += adv
             returns += rs.tolist()
-        loss = policy_loss(model, traces, advantages, entropy_coef)
+        loss = policy_loss(model, traces, advantages, entropy_coef, reference, kl_coef)
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -315,6 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--scenarios-per-step", type=int, default=8)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--kl", type=float, default=0.05, help="KL penalty towards the warm start (0 for none)")
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard", "all"], default="medium")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warm-start", default="rule", help="expert policy to clone first ('' for none)")
@@ -323,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     result = train(args.minutes, args.group, args.scenarios_per_step, args.lr,
                    difficulty=None if args.difficulty == "all" else args.difficulty, seed=args.seed, out=args.out,
-                   warm_start=args.warm_start or None)
+                   warm_start=args.warm_start or None, kl_coef=args.kl)
     print(f"{result['steps']} steps in {result['seconds']} s -> {args.out}")
 
 
