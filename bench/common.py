@@ -154,18 +154,12 @@ def uvicorn_server(app: str, env: Optional[Mapping[str, Optional[str]]] = None, 
     to `cpus` from its start. `module` replaces `uvicorn` (the instrumented wrapper
     `bench._uvicorn_wrap` takes the same arguments).
     """
-    from tests.live_server import _stop, free_port, wait_for_health
+    from tests.live_server import _stop, child_environment, free_port, wait_for_health
 
     port = free_port()
-    child_env = dict(os.environ)
-    child_env.pop("ENABLE_WEB_INTERFACE", None)
-    child_env["PYTHONUNBUFFERED"] = "1"
-    child_env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + child_env.get("PYTHONPATH", "")
-    for key, value in (env or {}).items():
-        if value is None:
-            child_env.pop(key, None)
-        else:
-            child_env[key] = str(value)
+    pythonpath = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    child_env = child_environment({"ENABLE_WEB_INTERFACE": None, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath,
+                                   **(env or {})})
     base_url = f"http://127.0.0.1:{port}"
     preexec = None
     if cpus and hasattr(os, "sched_setaffinity"):

@@ -96,6 +96,18 @@ def _stop(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT_S) -> None:
         proc.wait(timeout=timeout)
 
 
+def child_environment(env: Optional[Mapping[str, Optional[str]]] = None) -> dict[str, str]:
+    """This process's environment with `env` applied (None removes a variable), unbuffered output."""
+    child_env = dict(os.environ)
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    for key, value in (env or {}).items():
+        if value is None:
+            child_env.pop(key, None)
+        else:
+            child_env[key] = str(value)
+    return child_env
+
+
 @contextlib.contextmanager
 def run_live_server(
     env: Optional[Mapping[str, Optional[str]]] = None,
@@ -110,13 +122,7 @@ def run_live_server(
     variable), e.g. {"MAX_CONCURRENT_ENVS": "2", "ENABLE_WEB_INTERFACE": "true"}.
     """
     port = port or free_port(host)
-    child_env = dict(os.environ)
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
-    for key, value in (env or {}).items():
-        if value is None:
-            child_env.pop(key, None)
-        else:
-            child_env[key] = str(value)
+    child_env = child_environment(env)
     base_url = f"http://{host}:{port}"
     with tempfile.TemporaryFile(mode="w+b") as log:
         proc = subprocess.Popen(

@@ -119,7 +119,7 @@ def test_a_ships_two_runs_are_told_apart():
 
 
 def test_the_kl_anchor_is_zero_at_the_reference_and_grows_away_from_it():
-    env, view = tracker()
+    _, view = tracker()
     x = torch.tensor([c[2] for c in sp.candidates(view)])
     traces, advantages = [[(x, 0)]], [0.0]
     torch.manual_seed(0)

@@ -28,7 +28,6 @@ from .make_demo import build as build_demo  # noqa: E402
 from .plot_metrics import plot  # noqa: E402
 
 SLICES = [("heldout_seeds", "medium"), ("unseen_family", "medium")]
-KL_COEF = 0.05  # the structured policy's anchor to its behaviour-cloned start
 
 
 def evaluate_slices(policies: dict[str, str], n: int, workers: int) -> dict:
@@ -93,7 +92,7 @@ def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path
     if reuse and weights.with_suffix(".json").exists():  # evaluate an earlier run again
         result = json.loads(weights.with_suffix(".json").read_text())
     else:
-        result = train(minutes=minutes, lr=1e-3, scenarios_per_step=16, kl_coef=KL_COEF, out=weights)
+        result = train(minutes=minutes, lr=1e-3, scenarios_per_step=16, out=weights)
     seconds = round(time.monotonic() - t0, 1) if not reuse else result["seconds"]
     curve_png([(c["step"], c["mean_return"]) for c in result["curve"]], docs / "learnability_structured_curve.png",
               "Structured policy: GRPO on the train split", "update step")
@@ -104,7 +103,7 @@ def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path
          f"Rule baseline vs trained structured policy (held-out seeds, medium, {n} each)")
     checks = {name: {key: separated(res["trained"], res["rule"], key) for key in ("mean_return", "safe_ship")}
               for name, res in slices.items()}
-    return {"train_seconds": seconds, "update_steps": result["steps"], "kl_coef": KL_COEF, "curve": result["curve"],
+    return {"train_seconds": seconds, "update_steps": result["steps"], "kl_coef": result["kl_coef"], "curve": result["curve"],
             "slices": slices, "beats_rule_with_separated_ci": checks,
             "behaviour": behaviour("trained", lambda: StructuredPolicy(str(weights)))}
 
@@ -147,7 +146,7 @@ def report(data: dict, docs: Path) -> None:
     if s:
         lines += ["## Structured policy (RL over the public observation)", "",
                   f"Behaviour-cloned from the rule baseline, then {s['update_steps']} GRPO-style updates "
-                  f"(16 scenarios x 8 episodes each, KL {s.get('kl_coef', KL_COEF)} towards the cloned start) in "
+                  f"(16 scenarios x 8 episodes each, KL {s['kl_coef']} towards the cloned start) in "
                   f"{s['train_seconds']} s on the `train` split, medium.", ""]
         for name, results in s["slices"].items():
             lines += [f"### {name}", "", markdown(list(results.values())), ""]

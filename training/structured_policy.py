@@ -17,6 +17,7 @@ the behaviour-cloned start.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import time
@@ -298,9 +299,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
     dim = feature_dim()
     model = Scorer(dim, hidden)
     bc_losses = imitate(model, warm_start, warm_episodes, 3, 3e-3, seed) if warm_start else []
-    warm_state = {k: v.clone() for k, v in model.state_dict().items()}
-    reference = Scorer(dim, hidden)
-    reference.load_state_dict(warm_state)
+    reference = copy.deepcopy(model).requires_grad_(False)  # the cloned start, also saved as .warm.pt
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     pool = list(scenarios("train", 100_000, difficulty))
     curve, start, step = [], time.monotonic(), 0  # the clock starts after the warm start (reported apart)
@@ -325,11 +324,11 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
                           "mean_return": round(sum(returns) / len(returns), 4)})
     state = {"dim": dim, "hidden": hidden, "weights": model.state_dict()}
     summary = {"curve": curve, "steps": step, "seconds": round(time.monotonic() - start, 1),
-               "warm_start": warm_start, "warm_episodes": warm_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
+               "warm_start": warm_start, "warm_episodes": warm_episodes, "kl_coef": kl_coef, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         torch.save(state, out)
-        torch.save({"dim": dim, "hidden": hidden, "weights": warm_state}, Path(out).with_suffix(".warm.pt"))
+        torch.save({"dim": dim, "hidden": hidden, "weights": reference.state_dict()}, Path(out).with_suffix(".warm.pt"))
         Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=1))
     return {**summary, "model": model}
 
