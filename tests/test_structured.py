@@ -4,6 +4,7 @@ import copy
 import json
 import random
 
+import pytest
 import torch
 
 from releaseops_arena import ReleaseOpsToolEnv
@@ -79,7 +80,7 @@ def test_masking_never_offers_an_invalid_call():
 def test_training_steps_change_the_parameters_deterministically():
     def run():
         result = sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=3, seed=7, warm_start="rule",
-                          warm_episodes=16)
+                          warm_episodes=16, validate_every=0)
         return {k: v.clone() for k, v in result["model"].state_dict().items()}
 
     torch.manual_seed(7)
@@ -98,6 +99,23 @@ def test_a_trained_policy_plays_through_the_evaluation_harness(tmp_path):
     result = evaluate(f"structured:{path}", "heldout_seeds", 12, "medium", progress=False)
     assert result["metrics"]["invalid_action"]["rate"] == 0.0
     assert result["metrics"]["episodes"] == 12
+
+
+def test_training_keeps_the_best_validated_checkpoint(tmp_path):
+    seen = []
+    result = sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=6, seed=3, warm_start="rule",
+                      warm_episodes=16, lr=0.05, validate_every=2, validation_episodes=8, out=tmp_path / "w.pt",
+                      callback=lambda step, model, score: seen.append((step, score)))
+    assert [step for step, _ in seen] == [0, 2, 4, 6]
+    best_step, best_score = max(seen, key=lambda s: s[1])
+    assert result["best_step"] == best_step
+    held = list(scenarios("train", 8, "medium", start=sp.VALIDATION_START))
+    assert sp.validation_return(result["model"], held) == pytest.approx(best_score)
+    # The validation seeds are train-split seeds outside the training pool.
+    assert all(sp.TRAIN_POOL <= s["seed"] < 1_000_000 for s in held)
+    saved = sp.StructuredPolicy(str(tmp_path / "w.pt")).model.state_dict()
+    assert all(torch.equal(saved[k], v) for k, v in result["model"].state_dict().items())
+    assert (tmp_path / "w.last.pt").exists() and (tmp_path / "w.warm.pt").exists()
 
 
 def test_a_ships_two_runs_are_told_apart():

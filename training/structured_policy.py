@@ -281,10 +281,23 @@ def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, s
     return losses
 
 
+# Validation scenarios: `train`-split seeds far above the training pool's, so model
+# selection never sees a held-out seed or the unseen family.
+TRAIN_POOL = 100_000
+VALIDATION_START = 900_000
+
+
+def validation_return(model: Scorer, scenario_list: list[dict]) -> float:
+    """Mean greedy return: how the policy would score if training stopped here."""
+    rng = random.Random(0)
+    return sum(rollout(model, s, rng, greedy=True)[0] for s in scenario_list) / len(scenario_list)
+
+
 def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr: float = 3e-3, hidden: int = 64,
           difficulty: str | None = "medium", seed: int = 0, entropy_coef: float = 0.01, max_steps: int | None = None,
           log_every: int = 10, out: Path | None = None, warm_start: str | None = "rule",
-          warm_episodes: int = 2000, kl_coef: float = 0.05) -> dict:
+          warm_episodes: int = 2000, kl_coef: float = 0.05, validate_every: int = 50,
+          validation_episodes: int = 500, callback=None) -> dict:
     """GRPO-style training on the `train` split only; returns the learning curve.
 
     A random network almost never ships (every group scores the same, so
@@ -293,6 +306,11 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
     reference model: without it the policy dropped the rule's deploy check
     before shipping (a rare payoff within a group) and never found it again,
     which is the one habit that carries over to the unseen family.
+    Every `validate_every` updates the greedy policy plays `validation_episodes`
+    validation scenarios; the best of those checkpoints (the cloned start
+    included) is the one returned and saved, because the sampled return swings
+    by tenths between updates (0 turns validation off and keeps the last).
+    `callback(step, model, validation_return)` is called after each validation.
     """
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -301,8 +319,22 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
     bc_losses = imitate(model, warm_start, warm_episodes, 3, 3e-3, seed) if warm_start else []
     reference = copy.deepcopy(model).requires_grad_(False)  # the cloned start, also saved as .warm.pt
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    pool = list(scenarios("train", 100_000, difficulty))
-    curve, start, step = [], time.monotonic(), 0  # the clock starts after the warm start (reported apart)
+    pool = list(scenarios("train", TRAIN_POOL, difficulty))
+    held = list(scenarios("train", validation_episodes, difficulty, start=VALIDATION_START)) if validate_every else []
+    curve, validation, start, step = [], [], time.monotonic(), 0  # the clock starts after the warm start
+    best = (float("-inf"), 0, None)
+
+    def validate() -> None:
+        nonlocal best
+        score = validation_return(model, held)
+        validation.append({"step": step, "seconds": round(time.monotonic() - start, 1), "mean_return": round(score, 4)})
+        if score > best[0]:
+            best = (score, step, copy.deepcopy(model.state_dict()))
+        if callback is not None:
+            callback(step, model, score)
+
+    if held:
+        validate()
     while (max_steps is None or step < max_steps) and time.monotonic() - start < minutes * 60:
         traces, advantages, returns = [], [], []
         for scenario in rng.sample(pool, scenarios_per_step):
@@ -322,13 +354,21 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
         if step % log_every == 0:
             curve.append({"step": step, "seconds": round(time.monotonic() - start, 1),
                           "mean_return": round(sum(returns) / len(returns), 4)})
-    state = {"dim": dim, "hidden": hidden, "weights": model.state_dict()}
-    summary = {"curve": curve, "steps": step, "seconds": round(time.monotonic() - start, 1),
-               "warm_start": warm_start, "warm_episodes": warm_episodes, "kl_coef": kl_coef, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
+        if held and step % validate_every == 0:
+            validate()
+    if held and validation[-1]["step"] != step:
+        validate()
+    last = copy.deepcopy(model.state_dict())
+    if held:
+        model.load_state_dict(best[2])
+    summary = {"curve": curve, "validation": validation, "best_step": best[1] if held else step, "steps": step,
+               "seconds": round(time.monotonic() - start, 1), "warm_start": warm_start,
+               "warm_episodes": warm_episodes, "kl_coef": kl_coef, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(state, out)
-        torch.save({"dim": dim, "hidden": hidden, "weights": reference.state_dict()}, Path(out).with_suffix(".warm.pt"))
+        for path, weights in ((out, model.state_dict()), (Path(out).with_suffix(".warm.pt"), reference.state_dict()),
+                              (Path(out).with_suffix(".last.pt"), last)):
+            torch.save({"dim": dim, "hidden": hidden, "weights": weights}, path)
         Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=1))
     return {**summary, "model": model}
 
@@ -340,6 +380,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenarios-per-step", type=int, default=8)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--kl", type=float, default=0.05, help="KL penalty towards the warm start (0 for none)")
+    parser.add_argument("--validate-every", type=int, default=50,
+                        help="updates between validations; the best validated checkpoint is kept (0: keep the last)")
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard", "all"], default="medium")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warm-start", default="rule", help="expert policy to clone first ('' for none)")
@@ -348,8 +390,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     result = train(args.minutes, args.group, args.scenarios_per_step, args.lr,
                    difficulty=None if args.difficulty == "all" else args.difficulty, seed=args.seed, out=args.out,
-                   warm_start=args.warm_start or None, kl_coef=args.kl)
-    print(f"{result['steps']} steps in {result['seconds']} s -> {args.out}")
+                   warm_start=args.warm_start or None, kl_coef=args.kl,
+                   validate_every=args.validate_every)
+    print(f"{result['steps']} steps in {result['seconds']} s; kept step {result['best_step']} -> {args.out}")
 
 
 if __name__ == "__main__":
