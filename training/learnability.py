@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from releaseops_arena.baselines import POLICIES, play  # noqa: E402
+from releaseops_arena.splits import scenarios  # noqa: E402
 
 from .evaluate import add_rule_win, evaluate, markdown  # noqa: E402
 from .make_demo import build as build_demo  # noqa: E402
@@ -51,24 +52,31 @@ def separated(a: dict, b: dict, key: str) -> bool:
     return a["metrics"][key][ci][0] > b["metrics"][key][ci][1]
 
 
-def behaviour(policy_name: str, make_policy) -> dict:
-    """Seed A and Seed B transcripts (calls only) of the rule and the trained policy."""
-    demo = build_demo()
-    out = {}
-    for file, content in demo.items():
-        scenario = content["scenario"]
+def behaviour(policy_name: str, make_policy, search: int = 50) -> dict:
+    """Transcripts (calls only) of the rule and the trained policy on Seed A, Seed B and,
+    per evaluation slice, the first of `search` scenarios where their outcomes differ
+    (in either direction: the first found, not the best)."""
+    def transcripts(scenario: dict) -> dict:
         calls = {}
         for label, policy in (("rule", POLICIES["rule"]()), (policy_name, make_policy())):
             run = play(policy, scenario)
             calls[label] = {"outcome": run["metrics"]["outcome"], "return": run["return"],
                             "calls": [f"{s['tool']}({', '.join(map(str, s['arguments'].values()))})"
                                       for s in run["steps"]]}
-        out[content["title"]] = {"scenario": scenario, **calls}
+        return {"scenario": scenario, **calls}
+
+    out = {content["title"]: transcripts(content["scenario"]) for content in build_demo().values()}
+    for split, difficulty in SLICES:
+        for scenario in scenarios(split, search, difficulty):
+            t = transcripts(scenario)
+            if t["rule"]["outcome"] != t[policy_name]["outcome"]:
+                out[f"{split}: the first scenario where the outcomes differ"] = t
+                break
     return out
 
 
 def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel: str,
-              validation: list[tuple[float, float]] | None = None) -> None:
+              validation: list[tuple[float, float]] | None = None, kept: float | None = None) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
     xs, ys = zip(*points) if points else ([], [])
     ax.plot(xs, ys, label="sampled batch", alpha=0.6)
@@ -78,6 +86,9 @@ def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel:
         ax.plot(xs, smooth, linewidth=2, label="moving average")
     if validation:
         ax.plot(*zip(*validation), marker=".", linewidth=1.5, label="greedy, validation seeds")
+    if kept is not None:
+        ax.axvline(kept, color="black", linestyle=":", linewidth=1, label=f"kept checkpoint (update {kept})")
+    if validation or kept is not None:
         ax.legend(fontsize=7)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -100,7 +111,7 @@ def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path
     seconds = round(time.monotonic() - t0, 1) if not reuse else result["seconds"]
     curve_png([(c["step"], c["mean_return"]) for c in result["curve"]], docs / "learnability_structured_curve.png",
               "Structured policy: GRPO on the train split", "update step",
-              [(v["step"], v["mean_return"]) for v in result.get("validation", [])])
+              [(v["step"], v["mean_return"]) for v in result.get("validation", [])], result.get("best_step"))
     slices = evaluate_slices({"warm start (cloned rule)": f"structured:{weights.with_suffix('.warm.pt')}",
                               "last update": f"structured:{weights.with_suffix('.last.pt')}",
                               "trained": f"structured:{weights}"}, n, workers)
@@ -141,7 +152,8 @@ def lm_part(minutes: float, n: int, runs: Path, docs: Path) -> dict:
         scored[label] = res
     rule = evaluate("rule", "heldout_seeds", n, "easy", progress=False)
     scored["rule"] = rule
-    return {"sft_seconds": sft_seconds, "sft_loss": [warm["losses"][0], warm["losses"][-1]],
+    calls = {label: res["metrics"]["invalid_action"]["n"] for label, res in scored.items()}
+    return {"tool_calls": calls, "sft_seconds": sft_seconds, "sft_loss": [warm["losses"][0], warm["losses"][-1]],
             "grpo_seconds": grpo_seconds, "grpo_steps": len(logs), "eval_episodes": n, "results": scored,
             "grpo_improves_mean_return": scored["SFT + GRPO"]["metrics"]["mean_return"]["mean"]
             > scored["warm start (SFT)"]["metrics"]["mean_return"]["mean"]}
@@ -163,7 +175,7 @@ def report(data: dict, docs: Path) -> None:
         lines += [f"- {name}: mean return {'yes' if c['mean_return'] else 'no'}, safe ship "
                   f"{'yes' if c['safe_ship'] else 'no'}" for name, c in s["beats_rule_with_separated_ci"].items()]
         lines += ["", "![learning curve](learnability_structured_curve.png)",
-                  "![rule vs trained](learnability_rule_vs_trained.png)", "", "### Behaviour on the demo seeds", ""]
+                  "![rule vs trained](learnability_rule_vs_trained.png)", "", "### Behaviour: the demo seeds, and where the two policies part", ""]
         for title, b in s["behaviour"].items():
             lines += [f"**{title}** `{json.dumps(b['scenario'])}`", ""]
             for label in ("rule", "trained"):
@@ -177,7 +189,9 @@ def report(data: dict, docs: Path) -> None:
                   f"{lm['sft_loss'][1]:.2f}), then {lm['grpo_steps']} GRPO steps in {lm['grpo_seconds']} s; "
                   f"{lm['eval_episodes']} held-out episodes each, easy.", "",
                   markdown(list(lm["results"].values())), "",
-                  f"GRPO improves mean return over the warm start: {'yes' if lm['grpo_improves_mean_return'] else 'no'}.",
+                  f"GRPO improves mean return over the warm start: {'yes' if lm['grpo_improves_mean_return'] else 'no'}"
+                  + (" (degenerate: after GRPO the model makes no tool calls, which avoids the invalid-call "
+                     "penalty and misses every deadline)." if lm.get("tool_calls", {}).get("SFT + GRPO") == 0 else "."),
                   "", "![GRPO reward](learnability_lm_curve.png)", ""]
     (docs / "learnability.md").write_text("\n".join(lines) + "\n")
 
