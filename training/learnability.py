@@ -1,6 +1,6 @@
 """Learnability evidence: train on `train`, evaluate on held-out seeds and the unseen family.
 
-    python -m training.learnability --minutes 15 --lm-minutes 15 -n 500
+    python -m training.learnability --minutes 15 --lm-minutes 10 -n 500 --lm-n 60
 
 1. A structured policy (training/structured_policy.py): behaviour-cloned from
    the rule baseline, then trained with group-relative policy gradients.
