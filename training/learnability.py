@@ -27,6 +27,7 @@ from releaseops_arena.splits import scenarios  # noqa: E402
 from .evaluate import add_rule_win, evaluate, markdown  # noqa: E402
 from .make_demo import build as build_demo  # noqa: E402
 from .plot_metrics import plot  # noqa: E402
+from .structured_policy import VALIDATION_START  # noqa: E402
 
 SLICES = [("heldout_seeds", "medium"), ("unseen_family", "medium")]
 
@@ -107,7 +108,7 @@ def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path
     if reuse and weights.with_suffix(".json").exists():  # evaluate an earlier run again
         result = json.loads(weights.with_suffix(".json").read_text())
     else:
-        result = train(minutes=minutes, lr=1e-3, scenarios_per_step=16, out=weights)
+        result = train(minutes=minutes, out=weights)
     seconds = round(time.monotonic() - t0, 1) if not reuse else result["seconds"]
     curve_png([(c["step"], c["mean_return"]) for c in result["curve"]], docs / "learnability_structured_curve.png",
               "Structured policy: GRPO on the train split", "update step",
@@ -120,7 +121,8 @@ def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path
          f"Rule baseline vs trained structured policy (held-out seeds, medium, {n} each)")
     checks = {name: {key: separated(res["trained"], res["rule"], key) for key in ("mean_return", "safe_ship")}
               for name, res in slices.items()}
-    return {"train_seconds": seconds, "update_steps": result["steps"], "kl_coef": result["kl_coef"],
+    recipe = {k: result.get(k) for k in ("group", "scenarios_per_step", "lr", "validate_every", "validation_episodes")}
+    return {"train_seconds": seconds, "update_steps": result["steps"], "kl_coef": result["kl_coef"], **recipe,
             "best_step": result["best_step"], "curve": result["curve"], "validation": result["validation"],
             "slices": slices, "beats_rule_with_separated_ci": checks,
             "behaviour": behaviour("trained", lambda: StructuredPolicy(str(weights)))}
@@ -165,9 +167,10 @@ def report(data: dict, docs: Path) -> None:
     if s:
         lines += ["## Structured policy (RL over the public observation)", "",
                   f"Behaviour-cloned from the rule baseline, then {s['update_steps']} GRPO-style updates "
-                  f"(16 scenarios x 8 episodes each, KL {s['kl_coef']} towards the cloned start) in "
-                  f"{s['train_seconds']} s on the `train` split, medium. Every 50 updates the greedy policy played "
-                  f"500 validation scenarios (`train`-split seeds from 900,000, never trained on); \"trained\" is "
+                  f"({s['scenarios_per_step']} scenarios x {s['group']} episodes each, learning rate {s['lr']}, KL "
+                  f"{s['kl_coef']} towards the cloned start) in {s['train_seconds']} s on the `train` split, medium. "
+                  f"Every {s['validate_every']} updates the greedy policy played {s['validation_episodes']} validation "
+                  f"scenarios (`train`-split seeds from {VALIDATION_START:,}, never trained on); \"trained\" is "
                   f"the best of those checkpoints (update {s['best_step']}), \"last update\" the final weights.", ""]
         for name, results in s["slices"].items():
             lines += [f"### {name}", "", markdown(list(results.values())), ""]

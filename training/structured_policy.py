@@ -293,7 +293,7 @@ def validation_return(model: Scorer, scenario_list: list[dict]) -> float:
     return sum(rollout(model, s, rng, greedy=True)[0] for s in scenario_list) / len(scenario_list)
 
 
-def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr: float = 3e-3, hidden: int = 64,
+def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, lr: float = 1e-3, hidden: int = 64,
           difficulty: str | None = "medium", seed: int = 0, entropy_coef: float = 0.01, max_steps: int | None = None,
           log_every: int = 10, out: Path | None = None, warm_start: str | None = "rule",
           warm_episodes: int = 2000, kl_coef: float = 0.05, validate_every: int = 50,
@@ -363,7 +363,9 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 8, lr
         model.load_state_dict(best[2])
     summary = {"curve": curve, "validation": validation, "best_step": best[1] if held else step, "steps": step,
                "seconds": round(time.monotonic() - start, 1), "warm_start": warm_start,
-               "warm_episodes": warm_episodes, "kl_coef": kl_coef, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
+               "warm_episodes": warm_episodes, "kl_coef": kl_coef, "group": group,
+               "scenarios_per_step": scenarios_per_step, "lr": lr, "validate_every": validate_every,
+               "validation_episodes": validation_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         for path, weights in ((out, model.state_dict()), (Path(out).with_suffix(".warm.pt"), reference.state_dict()),
@@ -377,8 +379,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--scenarios-per-step", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--scenarios-per-step", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--kl", type=float, default=0.05, help="KL penalty towards the warm start (0 for none)")
     parser.add_argument("--validate-every", type=int, default=50,
                         help="updates between validations; the best validated checkpoint is kept (0: keep the last)")
