@@ -26,8 +26,8 @@ def scenarios(split: str, n: int, difficulty: str | None = None, start: int = 0)
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
     if difficulty is not None and difficulty not in DIFFICULTIES:
         raise ValueError(f"unknown difficulty {difficulty!r}; valid: {', '.join(DIFFICULTIES)}")
-    if n > SEEDS_PER_SPLIT:
-        raise ValueError(f"at most {SEEDS_PER_SPLIT} scenarios per split")
+    if start < 0 or start + n > SEEDS_PER_SPLIT:
+        raise ValueError(f"scenarios {start}..{start + n - 1} leave the split: start + n must lie in 0..{SEEDS_PER_SPLIT}")
     spec = SPLITS[split]
     fams, mixes = spec["families"], spec["mixes"]
     for i in range(start, start + n):

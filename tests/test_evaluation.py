@@ -68,6 +68,14 @@ def test_unknown_split_is_refused():
         list(scenarios("validation", 3))
 
 
+def test_a_window_past_the_end_of_a_split_is_refused():
+    """Seeds past a split's end belong to the next split: train must never reach held-out seeds."""
+    last = list(scenarios("train", 1, start=999_999))
+    assert last[0]["seed"] == 999_999
+    with pytest.raises(ValueError, match="start \\+ n must lie in 0..1000000"):
+        list(scenarios("train", 2, start=999_999))
+
+
 def test_deterministic_policies_give_identical_results_serial_and_parallel():
     a = ev.evaluate("rule", "heldout_seeds", 40, "medium", progress=False)
     b = ev.evaluate("rule", "heldout_seeds", 40, "medium", workers=2, progress=False)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from releaseops_arena import ReleaseOpsToolEnv
-from releaseops_arena.splits import scenarios
+from releaseops_arena.splits import SPLITS, scenarios
 from training import structured_policy as sp
 
 
@@ -108,14 +108,21 @@ def test_training_keeps_the_best_validated_checkpoint(tmp_path):
                       callback=lambda step, model, score: seen.append((step, score)))
     assert [step for step, _ in seen] == [0, 2, 4, 6]
     best_step, best_score = max(seen, key=lambda s: s[1])
-    assert result["best_step"] == best_step
+    assert result["best_step"] == best_step != 6  # with this seed the last weights are not the best
     held = list(scenarios("train", 8, "medium", start=sp.VALIDATION_START))
     assert sp.validation_return(result["model"], held) == pytest.approx(best_score)
-    # The validation seeds are train-split seeds outside the training pool.
-    assert all(sp.TRAIN_POOL <= s["seed"] < 1_000_000 for s in held)
+    last = sp.StructuredPolicy(str(tmp_path / "w.last.pt")).model
+    assert sp.validation_return(last, held) == pytest.approx(seen[-1][1])
     saved = sp.StructuredPolicy(str(tmp_path / "w.pt")).model.state_dict()
     assert all(torch.equal(saved[k], v) for k, v in result["model"].state_dict().items())
-    assert (tmp_path / "w.last.pt").exists() and (tmp_path / "w.warm.pt").exists()
+    assert (tmp_path / "w.warm.pt").exists()
+
+
+def test_validation_seeds_lie_between_the_training_pool_and_the_held_out_seeds():
+    held = list(scenarios("train", 500, "medium", start=sp.VALIDATION_START))
+    pool_end = max(s["seed"] for s in scenarios("train", sp.TRAIN_POOL))
+    assert pool_end < min(s["seed"] for s in held)
+    assert max(s["seed"] for s in held) < SPLITS["heldout_seeds"]["seed_base"]
 
 
 def test_a_ships_two_runs_are_told_apart():

@@ -8,7 +8,9 @@ answers seen so far); an MLP scores it; the policy is a softmax over the valid
 candidates, so it can never make an invalid call. Training samples a group of
 episodes per `train`-split scenario and weights log-probabilities by the
 group-normalised return (GRPO-style advantages), with a KL penalty towards
-the behaviour-cloned start.
+the behaviour-cloned start. The greedy policy is scored on validation seeds of
+the `train` split as it learns, and the best checkpoint is kept (`.pt`; the
+final weights go to `.last.pt`, the cloned start to `.warm.pt`).
 
     python -m training.structured_policy --minutes 15 --out runs/structured.pt
     python -m training.evaluate --policy rule,structured:runs/structured.pt --split heldout_seeds -n 500 --difficulty medium
@@ -316,7 +318,9 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     rng = random.Random(seed)
     dim = feature_dim()
     model = Scorer(dim, hidden)
+    t0 = time.monotonic()
     bc_losses = imitate(model, warm_start, warm_episodes, 3, 3e-3, seed) if warm_start else []
+    warm_seconds = round(time.monotonic() - t0, 1)
     reference = copy.deepcopy(model).requires_grad_(False)  # the cloned start, also saved as .warm.pt
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     pool = list(scenarios("train", TRAIN_POOL, difficulty))
@@ -362,7 +366,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     if held:
         model.load_state_dict(best[2])
     summary = {"curve": curve, "validation": validation, "best_step": best[1] if held else step, "steps": step,
-               "seconds": round(time.monotonic() - start, 1), "warm_start": warm_start,
+               "seconds": round(time.monotonic() - start, 1), "warm_start_seconds": warm_seconds, "warm_start": warm_start,
                "warm_episodes": warm_episodes, "kl_coef": kl_coef, "group": group,
                "scenarios_per_step": scenarios_per_step, "lr": lr, "validate_every": validate_every,
                "validation_episodes": validation_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
@@ -384,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kl", type=float, default=0.05, help="KL penalty towards the warm start (0 for none)")
     parser.add_argument("--validate-every", type=int, default=50,
                         help="updates between validations; the best validated checkpoint is kept (0: keep the last)")
+    parser.add_argument("--validation-episodes", type=int, default=500)
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard", "all"], default="medium")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warm-start", default="rule", help="expert policy to clone first ('' for none)")
@@ -393,7 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     result = train(args.minutes, args.group, args.scenarios_per_step, args.lr,
                    difficulty=None if args.difficulty == "all" else args.difficulty, seed=args.seed, out=args.out,
                    warm_start=args.warm_start or None, kl_coef=args.kl,
-                   validate_every=args.validate_every)
+                   validate_every=args.validate_every, validation_episodes=args.validation_episodes)
     print(f"{result['steps']} steps in {result['seconds']} s; kept step {result['best_step']} -> {args.out}")
 
 
