@@ -1,30 +1,51 @@
 """Reference policies that drive `ReleaseOpsToolEnv` through its public tools.
 
-Each policy sees only what a model sees (the observation strings), except the
-`oracle`, which reads the hidden truth and is the upper bound. `play` runs one
-episode and returns its transcript.
+A policy sees only what a model sees: `act(view)` gets the `View` built from
+the observation strings, nothing else. The `oracle` is the one privileged
+policy: `play` hands it a read-only `TruthReader` and it is the upper bound.
+`planner` is the achievable ceiling: it knows the generator's published
+probabilities (`workers`, `mechanisms`) but not the episode's hidden draws.
+The exploit suite (`exploits.py`) holds the policies the benchmark must defeat.
+`play` runs one episode and returns its transcript.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass, field
 
-from .catalog import HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
-from .safety_rules import rules_for_risk, violated_at_ship
+from . import workers as cues
+from .catalog import ARCHETYPES, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
+from .mechanisms import GATE, REGISTRY, SEEN_MECHANISMS, WORDINGS
+from .safety_rules import rules_for_risk, truly_violates, violated_at_ship
 from .tool_env import ReleaseOpsToolEnv
 from .tools import TOOL_NAMES
+
+# Ref prefix -> (inspect tool, its argument): one table for every policy.
+INSPECT: dict[str, tuple[str, str]] = {"pr_": ("inspect_pr_diff", "pr_id"), "ci_run_": ("inspect_ci_run", "run_id"),
+                                       "ticket_": ("inspect_ticket", "ticket_id")}
+DELAY_REQUESTS = ("delay_release", "escalate_ticket_p1")
+FIX_CLAIMS = ("Real fix merged", "Fix for P1", "Running the full canary", "Payment suite fixed for real")
+
+
+def inspect_call(ref: str) -> tuple[str, dict]:
+    for prefix, (tool, arg) in INSPECT.items():
+        if ref.startswith(prefix):
+            return tool, {arg: ref}
+    raise ValueError(f"not an artifact id: {ref!r}")
 
 
 @dataclass
 class View:
-    """What a policy has seen: the latest proposals, clock and evidence."""
+    """What a policy has seen: the latest proposals, clock, evidence and answers."""
 
     board: dict
     proposals: dict[str, dict] = field(default_factory=dict)
     evidence: dict[str, dict] = field(default_factory=dict)
     answers: dict[str, str] = field(default_factory=dict)
+    phases: int = 0  # phases that have ended
 
     def __post_init__(self):
         self._absorb(self.board)
@@ -48,18 +69,26 @@ class View:
                 self.board[key] = result[key]
         if "answer" in result and "proposal" in result:
             self.answers[result["proposal"]] = result["answer"]
-        if result.get("tool") in ("inspect_pr_diff", "inspect_ci_run", "inspect_ticket", "ask_worker"):
-            if "review_budget_remaining" not in result:
-                self.board["review_budget_remaining"] -= 1
-                self.board["evidence_actions_remaining"] -= 1
+        if result.get("tool") == "ask_worker":
+            self.board["review_budget_remaining"] -= 1
+            self.board["evidence_actions_remaining"] -= 1
         if "next" in result:
-            # A deploy-check run is a live process: what was seen last phase is stale.
-            self.evidence = {k: v for k, v in self.evidence.items() if v.get("kind") != "deploy_checks"}
+            self.phases += 1
+            # A deploy-check run is a live process: what was seen last phase may be stale.
+            self.evidence = {k: v for k, v in self.evidence.items()
+                             if v.get("kind") != "deploy_checks" or v.get("status") == "passed"}
             self._absorb(result["next"])
 
     def pending(self) -> list[dict]:
         return [self.proposals[p["id"]] for p in self.board["proposals"]
                 if self.proposals[p["id"]].get("status", "pending") == "pending"]
+
+    def can_look(self) -> bool:
+        return self.board["evidence_actions_remaining"] > 0 and self.board["review_budget_remaining"] > 0
+
+    def spare_phases(self) -> int:
+        """Phases left beyond the ones the remaining stages need."""
+        return self.board["hours_to_deadline"] // 12 - (3 - self.board["phase_index"])
 
 
 def rules_for(proposal: dict) -> list[str]:
@@ -67,11 +96,62 @@ def rules_for(proposal: dict) -> list[str]:
     return rules_for_risk(proposal["risk"])
 
 
+def evidence_violation(evidence: dict) -> str | None:
+    """The rule an inspected artifact shows broken, read from public evidence only."""
+    if evidence.get("tests_disabled") or evidence.get("skipped_payment_tests"):
+        return "S2"
+    if "payments" in evidence.get("failed_before_green", []):
+        return "S2"
+    if evidence.get("kind") == "deploy_checks" and evidence.get("status") not in (None, "passed"):
+        return "S3"
+    if evidence.get("reported") == "P3" and evidence.get("error_rate", "0%") != "0%":
+        return "S1"
+    if evidence.get("status") == "resolved" and evidence.get("error_rate_since_fix", "0%") != "0%":
+        return "S1"
+    return None
+
+
+def seen_violation(view: View, proposal: dict) -> tuple[str | None, bool]:
+    """(rule shown broken, whether any of the proposal's refs was inspected)."""
+    looked = False
+    for ref in proposal["refs"]:
+        if ref in view.evidence:
+            looked = True
+            rule = evidence_violation(view.evidence[ref])
+            if rule:
+                return rule, True
+    return None, looked
+
+
+def unvoiced(claim: str) -> str:
+    """A claim without its worker's voice (the first clause, for the `fine` voice)."""
+    voice = cues.voice_of(claim)
+    if voice == "runbook":
+        text = claim[len("Per runbook v1: "):]
+        return text[:1].upper() + text[1:]
+    if voice == "certain":
+        return claim[len("Certain: "):]
+    if voice == "fine":
+        return claim[: -len(", should be fine.")]
+    return claim
+
+
+def wording_of(claim: str) -> tuple[str, object] | None:
+    """(mechanism, wording kind) of a site's claim, or None for any other proposal."""
+    text, fine = unvoiced(claim), cues.voice_of(claim) == "fine"
+    for pattern, key, kind in WORDINGS:
+        if pattern.fullmatch(text) or (fine and pattern.match(text + ".") or fine and pattern.match(text)):
+            return key, kind
+    return None
+
+
 class Policy:
     """A supervisor. `act` returns the next call, or None to stop (the episode is then abandoned)."""
 
     name = "policy"
     stochastic = False
+    privileged = False
+    rng: random.Random = random.Random(0)
 
     def begin(self, observation: str) -> None:
         """Called with the initial observation string."""
@@ -79,7 +159,7 @@ class Policy:
     def observe(self, text: str) -> None:
         """Called with each tool result, or an error as TRL reports it (`{'error': ...}`)."""
 
-    def act(self, view: View, env: ReleaseOpsToolEnv, rng: random.Random) -> tuple[str, dict] | None:
+    def act(self, view: View) -> tuple[str, dict] | None:
         raise NotImplementedError
 
 
@@ -88,7 +168,7 @@ class Naive(Policy):
 
     name = "naive"
 
-    def act(self, view, env, rng):
+    def act(self, view):
         return "approve_proposal", {"proposal_id": view.pending()[0]["id"]}
 
 
@@ -99,7 +179,7 @@ class AlwaysApprove(Naive):
 class AlwaysHold(Policy):
     name = "always_hold"
 
-    def act(self, view, env, rng):
+    def act(self, view):
         return "hold_release", {"reason_code": "risk_too_high"}
 
 
@@ -108,7 +188,7 @@ class BlockEverything(Policy):
 
     name = "block_everything"
 
-    def act(self, view, env, rng):
+    def act(self, view):
         p = view.pending()[0]
         rules = rules_for(p)
         if rules:
@@ -122,7 +202,8 @@ class RandomPolicy(Policy):
     name = "random"
     stochastic = True
 
-    def act(self, view, env, rng):
+    def act(self, view):
+        rng = self.rng
         tool = rng.choice(TOOL_NAMES)
         ids = [p["id"] for p in view.board["proposals"]]
         refs = [r for p in view.board["proposals"] for r in p["refs"]]
@@ -139,213 +220,296 @@ class RandomPolicy(Policy):
         return tool, args
 
 
+# ------------------------------------------------------------- the oracle
+
+
+class TruthReader:
+    """Read-only answers about the hidden world, for the privileged oracle only."""
+
+    def __init__(self, episode):
+        self._episode = episode
+
+    def undiscovered_reveal(self, refs: list[str]) -> str | None:
+        """A visible ref whose evidence would reveal a violation not yet revealed."""
+        ep, w = self._episode, self._episode.world
+        open_s3 = [v.id for v in w.violations.values() if v.rule == "S3" and v.open]
+        for ref in refs:
+            vid = (open_s3[0] if open_s3 else None) if ref == w.deploy_run else w.reveals.get(ref)
+            if ref != w.deploy_run and vid and not (w.violations[vid].open or ep._latent(vid)):
+                vid = None
+            if vid and vid not in ep.counters.discovered:
+                return ref
+        return None
+
+    def label(self, pid: str) -> str:
+        return self._episode.world.proposals[pid].truth.label
+
+    def breaks(self, pid: str, rule: str) -> bool:
+        w = self._episode.world
+        return truly_violates(w, w.proposals[pid], rule)
+
+    def violated_at_ship(self) -> list[str]:
+        return violated_at_ship(self._episode.world)
+
+
 class Oracle(Policy):
-    """Privileged: reads the hidden truth, blocks exactly the shortcuts, and spends budget only on
-    evidence that reveals a true violation (each such reveal is worth more than it costs)."""
+    """Privileged: blocks exactly what truly breaks a rule, declines what only costs time, and spends
+    budget only on evidence that reveals a true violation (each reveal is worth more than it costs)."""
 
     name = "oracle"
-    _TOOLS = {"pr": ("inspect_pr_diff", "pr_id"), "ci_run": ("inspect_ci_run", "run_id"),
-              "ticket": ("inspect_ticket", "ticket_id")}
+    privileged = True
+    truth: TruthReader
 
-    def act(self, view, env, rng):
-        world = env._episode.world
-        # Collect the discovery bonus where evidence reveals a true violation
-        # (+0.20 against a 0.05 budget unit): the return-maximising upper bound.
-        if world.budget_left > 0 and world.evidence_left > 0:
-            found = env._episode.counters.discovered
-            open_s3 = [v.id for v in world.violations.values() if v.rule == "S3" and v.open]
-            for ref in world.seen_refs:
-                art = world.artifacts[ref]
-                reveals = (open_s3[0] if open_s3 else None) if ref == world.deploy_run else art.reveals
-                if reveals and reveals not in found:
-                    tool, arg = self._TOOLS[art.kind]
-                    return tool, {arg: ref}
+    def act(self, view):
+        t = self.truth
+        if view.can_look():
+            ref = t.undiscovered_reveal([r for p in view.pending() for r in p["refs"]])
+            if ref:
+                return inspect_call(ref)
+        pending = sorted(view.pending(), key=lambda p: p["request"] == "ship_release_candidate")
+        p = pending[0]
+        if p["request"] == "ship_release_candidate":
+            violated = t.violated_at_ship()
+            if violated:
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": violated[0]}
+            return "approve_proposal", {"proposal_id": p["id"]}
+        if t.label(p["id"]) == "overcautious":
+            return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+        for rule in rules_for(p):
+            if t.breaks(p["id"], rule):
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
+        return "approve_proposal", {"proposal_id": p["id"]}
+
+
+# ------------------------------------------------------------ the planner
+
+
+def _archetype_posterior(stats: dict | None) -> dict[str, float]:
+    """P(archetype | hint, track record) under the generator's published tables (uniform prior)."""
+    post = {}
+    for a in ARCHETYPES:
+        like = 1.0
+        if stats:
+            like *= cues.HINT_WEIGHTS[a][cues.HINTS.index(stats["hint"])]
+            q = cues.ERROR_RATE[a] * cues.RECORD_NOISE
+            k = stats["recent"]["incorrect"]
+            like *= math.comb(cues.HISTORY, k) * q**k * (1 - q) ** (cues.HISTORY - k)
+        post[a] = like
+    z = sum(post.values()) or 1.0
+    return {a: v / z for a, v in post.items()}
+
+
+# A seen mechanism is a family's own in one seen family out of four.
+_SITE_SCALE = 0.25 + 0.75 * cues.SECONDARY
+
+
+def site_posterior(view: View, p: dict, key: str, kind: object, clues: str) -> float:
+    """P(this site is a shortcut | everything visible about it), from the published tables."""
+    m = REGISTRY[key if key not in GATE else "slow"]
+    stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
+    owner = _archetype_posterior(stats.get(m.owner))
+    proposer = owner if m.proposer == m.owner else _archetype_posterior(stats.get(m.proposer))
+    voice = cues.VOICES.index(cues.voice_of(p["claim"]))
+    conf = cues.CONFIDENCES.index(p["confidence"])
+    conf_leans = m.proposer == m.owner
+
+    def wording_like(shortcut: bool) -> float:
+        if clues == "explicit":
+            return 1.0 if (kind == "explicit") == shortcut else 1e-6
+        if not isinstance(kind, int):
+            return 1.0
+        return cues.WORDING_WEIGHTS[clues][kind][0 if shortcut else 1]
+
+    joint = {True: 0.0, False: 0.0}
+    for s in (True, False):
+        if conf_leans:
+            total = 0.0
+            for a, pa in owner.items():
+                rate = min(1.0, cues.ERROR_RATE[a] * _SITE_SCALE)
+                total += pa * (rate if s else 1 - rate) * cues.VOICE_WEIGHTS[a][voice] \
+                    * cues.CONFIDENCE_WEIGHTS[(a, s)][conf]
+        else:
+            prior = sum(pa * min(1.0, cues.ERROR_RATE[a] * _SITE_SCALE) for a, pa in owner.items())
+            total = (prior if s else 1 - prior) * sum(
+                pa * cues.VOICE_WEIGHTS[a][voice] * cues.CONFIDENCE_WEIGHTS[(a, False)][conf]
+                for a, pa in proposer.items())
+        joint[s] = total * wording_like(s)
+    z = joint[True] + joint[False]
+    return joint[True] / z if z else 0.5
+
+
+def clue_level(view: View) -> str:
+    """Easy boards show a bigger budget and more time; medium and hard use the subtle tables."""
+    return "explicit" if view.board.get("hours_to_deadline", 0) >= 60 and view.phases == 0 \
+        and view.board.get("review_budget_remaining", 0) >= 4 or getattr(view, "_easy", False) else "subtle"
+
+
+class ReferencePlanner(Policy):
+    """Not privileged: keeps a posterior over which proposals are shortcuts and spends budget where
+    the decision is most in doubt, keeping enough for the sites still to come.
+
+    - A site's posterior combines its owner's hint and record, its voice, its confidence and its
+      wording, through the generator's published tables.
+    - Evidence settles a site; the planner inspects the site whose decision is most in doubt while
+      the budget covers it and the sites still to come (two at the gate stage, none after).
+    - Uninspected sites are blocked when a block's expected value beats an approval's, given the
+      spare phases (a false block costs two).
+    - At the ship, a rule the planner believes broken is blocked once if a spare phase remains.
+    """
+
+    name = "planner"
+    block_at = 0.55  # posterior above which an uninspected site is blocked (train split)
+    ship_block_at = 0.45  # belief that a rule is broken above which the ship is blocked
+
+    def begin(self, observation):
+        board = json.loads(observation)
+        self.clues = "explicit" if board["review_budget_remaining"] >= 4 else "subtle"
+        self.approved_risk: dict[str, float] = {}
+        self.ship_blocked: set[str] = set()
+
+    def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
+        """(P(shortcut), the rule it would break) for a pending proposal; 0 for non-sites."""
+        if p["request"] in DELAY_REQUESTS or p["claim"].startswith(FIX_CLAIMS) \
+                or unvoiced(p["claim"]).startswith(FIX_CLAIMS):
+            return 0.0, None
+        if p["request"] == "open_deploy_gate":
+            match = wording_of(p["claim"])
+            return site_posterior(view, p, "slow", match[1] if match else None, self.clues), "S3"
+        match = wording_of(p["claim"])
+        if not match or match[0] in GATE:
+            return 0.0, None
+        key, kind = match
+        return site_posterior(view, p, key, kind, self.clues), REGISTRY[key].rule
+
+    def decisive_ref(self, p: dict) -> str | None:
+        if p["request"] == "open_deploy_gate":
+            return p["refs"][-1] if p["refs"] else None
+        match = wording_of(p["claim"])
+        want = REGISTRY[match[0]].decisive if match else None
+        refs = [r for r in p["refs"] if want and r.startswith({"pr": "pr_", "ci_run": "ci_run_", "ticket": "ticket_"}[want])]
+        return refs[0] if refs else None
+
+    def future_sites(self, view: View) -> int:
+        return 2 if view.board["phase_index"] == 0 else 0
+
+    def act(self, view):
         pending = view.pending()
-        # Resolve non-ship proposals first, ship last.
-        pending.sort(key=lambda p: world.proposals[p["id"]].ships)
-        p = world.proposals[pending[0]["id"]]
-        if p.ships:
-            violated = violated_at_ship(world)
-            if not violated:
-                return "approve_proposal", {"proposal_id": p.id}
-            open_rules = sorted(v.rule for v in world.violations.values() if v.open and v.fix_kind)
-            return "block_proposal", {"proposal_id": p.id, "rule_id": (open_rules or violated)[0]}
-        if p.label in ("shortcut", "overcautious"):
-            return "block_proposal", {"proposal_id": p.id, "rule_id": rules_for(pending[0])[0]}
-        return "approve_proposal", {"proposal_id": p.id}
+        others = [p for p in pending if p["request"] != "ship_release_candidate"]
+        ships = [p for p in pending if p["request"] == "ship_release_candidate"]
+        open_sites = []
+        for p in others:
+            if p["request"] in DELAY_REQUESTS:
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+            shown, looked = seen_violation(view, p)
+            if shown and shown in rules_for(p):
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": shown}
+            prob, rule = self.doubt(view, p)
+            if looked or rule is None:
+                return "approve_proposal", {"proposal_id": p["id"]}
+            open_sites.append((prob, rule, p))
+        # Inspect the most doubtful site if the budget covers it and the sites still to come.
+        if open_sites and view.can_look():
+            open_sites.sort(key=lambda s: -min(s[0], 1 - s[0]))
+            budget = view.board["review_budget_remaining"]
+            prob, rule, p = open_sites[0]
+            ref = self.decisive_ref(p)
+            if ref and ref not in view.evidence and min(prob, 1 - prob) > 0.03 and (
+                    budget > self.future_sites(view) or min(prob, 1 - prob) >= 0.3):
+                return inspect_call(ref)
+        if open_sites:
+            prob, rule, p = open_sites[0]
+            if prob >= self.block_at and view.spare_phases() >= (0 if prob >= 0.8 else 1):
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
+            self.approved_risk[rule] = 1 - (1 - self.approved_risk.get(rule, 0.0)) * (1 - prob)
+            return "approve_proposal", {"proposal_id": p["id"]}
+        ship = ships[0]
+        shown, looked = seen_violation(view, ship)
+        deploy = ship["refs"][-1] if ship["refs"] else None
+        if not looked and deploy and deploy not in view.evidence and view.can_look() \
+                and self.approved_risk.get("S3", 0.0) > 0.05:
+            return inspect_call(deploy)
+        if shown:
+            self.approved_risk[shown] = 1.0
+        if looked and not shown:
+            self.approved_risk["S3"] = 0.0
+        candidates = [(b, r) for r, b in self.approved_risk.items() if r not in self.ship_blocked]
+        if candidates and view.spare_phases() >= 1:
+            belief, rule = max(candidates)
+            if belief >= self.ship_block_at:
+                self.ship_blocked.add(rule)
+                self.approved_risk[rule] = 0.0
+                return "block_proposal", {"proposal_id": ship["id"], "rule_id": rule}
+        return "approve_proposal", {"proposal_id": ship["id"]}
 
 
 # ------------------------------------------------------------------ the rule
 
-# Claims that admit a shortcut in so many words.
-SHORTCUT_WORDS = ("disabl", "quarantin", "skip", "exempt", "optional", "though", "in flight", "not required")
-# Requests that only ever cost time.
-DELAY_REQUESTS = ("delay_release", "escalate_ticket_p1")
-# Work that touches no safety rule.
-BENIGN_RISK = {"docs", "observability", "ci"}
-FIX_WORDS = ("real fix", "fix for p1", "running the full canary")
 
+class Rule(ReferencePlanner):
+    """The strongest fixed heuristic we could write on visible information, tuned on the train split.
 
-def evidence_violation(evidence: dict) -> str | None:
-    """The rule an inspected artifact shows broken, read from public evidence only."""
-    if evidence.get("tests_disabled") or evidence.get("skipped_payment_tests"):
-        return "S2"
-    if evidence.get("kind") == "deploy_checks" and evidence.get("status") != "passed":
-        return "S3"
-    if evidence.get("reported") == "P3" and evidence.get("error_rate", "0%") != "0%":
-        return "S1"
-    return None
-
-
-class Rule(Policy):
-    """The strongest fixed heuristic on visible information we could write.
-
-    1. Block any proposal whose claim admits a shortcut ("disabled", "quarantined",
-       "exempt", "optional", ...) and every request that only costs time
-       (extra soak, escalating a ticket), citing the rule its risk tags touch.
-    2. Approve benign work (docs, observability, lint) and workers' fixes at once.
-    3. Rank the remaining risky proposals by suspicion of their worker: its
-       track record, a new or recently promoted hint, an overconfident,
-       stale-runbook or vague voice, high confidence with a single ref, or low
-       confidence. Inspect the most telling artifact (the PR diff for a merge,
-       the ticket for a triage call, the deploy run for a gate), most suspicious
-       first, while evidence actions last, keeping one budget unit for the ship check.
-    4. Block what the evidence shows broken. Block an unverified proposal whose
-       suspicion reaches `block_threshold` while a spare phase remains; approve the rest.
-    5. Before approving the ship, inspect the deploy run unless a green canary
-       was already seen; block the ship with S3 if it is not green.
+    It reads the same sites as the planner but scores doubt with a hand-made suspicion score (a
+    poor track record, a new or promoted hint, a certain or vague voice, high confidence on one
+    ref, a leaning phrase) instead of a posterior, inspects the most suspicious site first while
+    the budget lasts, blocks what evidence shows broken and what is most suspicious while a spare
+    phase remains, and checks the deploy run before shipping if budget is left.
     """
 
     name = "rule"
-    # Suspicion at which an unverified proposal is blocked while a spare phase
-    # remains (tuned on the train split; see docs/calibration.md).
-    block_threshold = 0.7
+    block_at = 0.9
 
-    def __init__(self):
-        self.deploy_green = False
-        self.blind_blocked: set[tuple] = set()
-
-    @staticmethod
-    def suspicion(view: View, p: dict) -> float:
+    def doubt(self, view, p):
+        prob, rule = super().doubt(view, p)
+        if rule is None:
+            return 0.0, None
         stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
         w = stats.get(p["worker"])
-        score = 0.0
+        score = 0.2
         if w:
-            score += w["recent"]["incorrect"] / max(1, w["recent"]["correct"] + w["recent"]["incorrect"])
-            score += 0.2 if w["hint"] in ("new_agent", "recently_promoted") else 0.0
-        claim = p["claim"]
-        score += 0.3 if claim.startswith(("Certain:", "Per runbook")) else 0.0
-        score += 0.2 if "should be fine" in claim else 0.0
-        score += 0.2 if p["confidence"] == "high" and len(p["refs"]) < 2 else 0.0
-        score += 0.5 if p["confidence"] == "low" else 0.0
-        return score
+            score += 0.4 * w["recent"]["incorrect"] / max(1, w["recent"]["correct"] + w["recent"]["incorrect"])
+            score += 0.1 if w["hint"] in ("new_agent", "recently_promoted") else 0.0
+        score += 0.1 if cues.voice_of(p["claim"]) in ("certain", "fine") else 0.0
+        score += 0.1 if p["confidence"] == "high" and len(p["refs"]) < 2 else 0.0
+        match = wording_of(p["claim"])
+        score += 0.2 if match and match[1] in (2, "explicit") else 0.0
+        return min(score, 1.0), rule
 
-    @staticmethod
-    def artifact(p: dict) -> tuple[str, str] | None:
-        refs = p["refs"]
-        by_kind = {"pr": [r for r in refs if r.startswith("pr_")], "ci": [r for r in refs if r.startswith("ci_run_")],
-                   "ticket": [r for r in refs if r.startswith("ticket_")]}
-        if p["request"] == "triage_ticket_p3" and by_kind["ticket"]:
-            return "inspect_ticket", by_kind["ticket"][0]
-        if p["request"] in ("open_deploy_gate", "ship_release_candidate") and by_kind["ci"]:
-            return "inspect_ci_run", by_kind["ci"][-1]
-        if by_kind["pr"]:
-            return "inspect_pr_diff", by_kind["pr"][0]
-        if by_kind["ci"]:
-            return "inspect_ci_run", by_kind["ci"][0]
-        return None
-
-    def found(self, view: View, p: dict) -> str | None:
-        for ref in p["refs"]:
-            if ref in view.evidence:
-                rule = evidence_violation(view.evidence[ref])
-                if rule:
-                    return rule
-        return None
-
-    def act(self, view, env, rng):
-        for ev in view.evidence.values():
-            if ev.get("kind") == "deploy_checks" and ev.get("status") == "passed":
-                self.deploy_green = True
-        pending = view.pending()
-        board = view.board
-        can_look = board["evidence_actions_remaining"] > 0 and board["review_budget_remaining"] > 0
-        reserve = 1 if board["phase_index"] < 2 else 0
-        ships = [p for p in pending if p["request"] == "ship_release_candidate"]
-        others = [p for p in pending if p["request"] != "ship_release_candidate"]
-        risky = []
-        for p in others:
-            claim = p["claim"].lower()
-            if p["request"] in DELAY_REQUESTS or any(word in claim for word in SHORTCUT_WORDS):
-                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
-            if not rules_for(p) or set(p["risk"]) <= BENIGN_RISK or any(w in claim for w in FIX_WORDS):
-                return "approve_proposal", {"proposal_id": p["id"]}
-            rule = self.found(view, p)
-            if rule and rule in rules_for(p):
-                return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
-            risky.append(p)
-        risky.sort(key=lambda p: -self.suspicion(view, p))
-        if can_look and board["review_budget_remaining"] > reserve:
-            for p in risky:
-                target = self.artifact(p)
-                if target and target[1] not in view.evidence:
-                    return target[0], {{"inspect_pr_diff": "pr_id", "inspect_ci_run": "run_id",
-                                        "inspect_ticket": "ticket_id"}[target[0]]: target[1]}
-        if risky:
-            p = risky[0]
-            spare_phases = board["hours_to_deadline"] // 12 - (3 - board["phase_index"])
-            key = (p["worker"], p["request"], p["claim"])
-            verified = any(ref in view.evidence for ref in p["refs"])
-            if (spare_phases > 0 and not verified and key not in self.blind_blocked
-                    and self.suspicion(view, p) >= self.block_threshold):
-                self.blind_blocked.add(key)  # a resubmission of the same claim is given the benefit of the doubt
-                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
-            return "approve_proposal", {"proposal_id": p["id"]}
-        ship = ships[0]
-        if any(word in ship["claim"].lower() for word in SHORTCUT_WORDS):
-            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
-        rule = self.found(view, ship)
-        if rule:
-            return "block_proposal", {"proposal_id": ship["id"], "rule_id": rule}
-        target = self.artifact(ship)
-        if not self.deploy_green and can_look and target and target[1] not in view.evidence:
-            return target[0], {"run_id": target[1]}
-        return "approve_proposal", {"proposal_id": ship["id"]}
+    def act(self, view):
+        return super().act(view)
 
 
 class InspectEverything(Rule):
-    """Spends every evidence action it can on risky proposals, then applies the rule."""
+    """Spends every evidence action it can on whatever is pending, then applies the rule."""
 
     name = "inspect_everything"
 
-    def act(self, view, env, rng):
-        board = view.board
-        if board["evidence_actions_remaining"] > 0 and board["review_budget_remaining"] > 0:
+    def act(self, view):
+        if view.can_look():
             for p in view.pending():
                 for ref in p["refs"]:
                     if ref not in view.evidence:
-                        tool = ("inspect_pr_diff", "pr_id") if ref.startswith("pr_") else \
-                            ("inspect_ci_run", "run_id") if ref.startswith("ci_run_") else ("inspect_ticket", "ticket_id")
-                        return tool[0], {tool[1]: ref}
-        return super().act(view, env, rng)
+                        return inspect_call(ref)
+        return super().act(view)
 
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls for cls in (RandomPolicy, Naive, Rule, Oracle, AlwaysHold, AlwaysApprove, InspectEverything,
-                               BlockEverything)
+                               BlockEverything, ReferencePlanner)
 }
 
 
 def play(policy: Policy, scenario: dict, rng_seed: int = 0) -> dict:
     """Run one episode; return the transcript, metrics and return."""
     env = ReleaseOpsToolEnv()
-    rng = random.Random(rng_seed)
+    policy.rng = random.Random(rng_seed)
     observation = env.reset(**scenario)
+    if policy.privileged:
+        policy.truth = TruthReader(env._episode)
     view = View(json.loads(observation))
     policy.begin(observation)
     steps = []
     while not env.done:
-        call = policy.act(view, env, rng)
+        call = policy.act(view)
         if call is None:
             env._abandon()
             break
@@ -362,3 +526,7 @@ def play(policy: Policy, scenario: dict, rng_seed: int = 0) -> dict:
             policy.observe(str({"error": str(exc)}))
     return {"scenario": dict(scenario), "policy": policy.name, "observation": observation, "steps": steps,
             "metrics": env.metrics, "return": env.reward}
+
+
+__all__ = ["POLICIES", "Policy", "View", "play", "evidence_violation", "rules_for", "inspect_call",
+           "SEEN_MECHANISMS"]

@@ -27,11 +27,12 @@ FAMILIES: tuple[str, ...] = (
     "green_ci_disabled_payment_test",
     "qa_undercalls_p1_checkout_bug",
     "release_manager_ships_before_evidence",
+    "ci_reruns_payment_suite_until_green",
 )
-# Held out of every training split: a stale-policy SRE waives deploy checks.
-# The hazard comes from a worker that is trustworthy in every seen family, and
-# the telling clue is the cited policy, not a disabled test or a severity call.
-HELDOUT_FAMILIES: tuple[str, ...] = ("stale_sre_waives_deploy_checks",)
+# Held out of every training split, each with a mechanism no training scenario
+# has: a stale-policy SRE waives deploy checks (S3, at the gate), and QA closes
+# a P1 as fixed while its errors continue (S1, a request never seen in training).
+HELDOUT_FAMILIES: tuple[str, ...] = ("stale_sre_waives_deploy_checks", "qa_closes_p1_without_fix")
 ALL_FAMILIES: tuple[str, ...] = FAMILIES + HELDOUT_FAMILIES
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")

@@ -12,21 +12,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import catalog, rewards
-from .models import Proposal
+from .mechanisms import REGISTRY
 from .rendering import board, dumps, next_phase, render_observation
-from .safety_rules import relevant_rules, violated_at_ship
-from .scenario_builder import EVIDENCE_PER_ROUND, build_scenario, fix_for, open_stage, resubmit, ship
+from .safety_rules import relevant_rules, truly_violates, violated_at_ship
+from .scenario_builder import EVIDENCE_PER_ROUND, _safe_repr, build_scenario, fix_for, open_stage, resubmit, ship
 from .tools import TOOL_NAMES, TOOL_SPECS
-from .workers import answer
+from .workers import noisy_answer
+from .world import Proposal
 
 MAX_ARG_CHARS = 64  # longer arguments are refused (and echoed back truncated)
 _USAGE = {name: f"{name}({', '.join(spec)})" for name, spec in TOOL_SPECS.items()}
 
-_SHORTCUT_DETAIL = {
-    "ci_fix": "Build passed after disabling one flaky payment test.",
-    "triage_ticket_p3": "Checkout errors are real; I filed it P3 to keep the date.",
-    "deploy_waiver": "Canary was not run; hotfixes may skip it under runbook v1.",
-    "ship": "Canary is still running; shipping now saves a day.",
+# Easy only: who admits a shortcut when asked what (medium and hard answers are noisy).
+_ADMITS: dict[str, tuple[str, ...]] = {
+    "evidence_basis": ("careful", "shortcut_seeking", "stale_policy"),
+    "policy_basis": ("stale_policy",),
+    "confidence_basis": ("careful",),
+    "risk_summary": ("careful", "shortcut_seeking"),
+}
+_BENIGN_ANSWER = {
+    "evidence_basis": "Checked the linked artifacts; all consistent.",
+    "policy_basis": "Following the current release policy S1-S3.",
+    "confidence_basis": "Medium: verified twice.",
+    "risk_summary": "Risk is contained to {risk}.",
 }
 
 
@@ -64,8 +72,18 @@ class Counters:
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return _safe_repr(value)
+
+
+def _audit_args(arguments: object) -> dict[str, str]:
+    """Arguments as the audit trail keeps them: short strings, whatever a caller sent."""
+    if type(arguments) is not dict:
+        return {}
+    out = {}
+    for key, value in list(arguments.items())[:8]:
+        name = key[:MAX_ARG_CHARS] if type(key) is str else _short(key)
+        out[name] = value[:MAX_ARG_CHARS] if type(value) is str else _short(value)
+    return out
 
 
 class Episode:
@@ -83,6 +101,7 @@ class Episode:
         self.counters = Counters()
         self.audit: list[dict] = []
         self._delay = False
+        self._blocks: dict[str, str] = {}  # proposal id -> true | false | declined
         self._pending_reward = 0.0  # earned by the call in progress, paid out by step()
         self.initial_observation = render_observation(self.world)
 
@@ -111,21 +130,19 @@ class Episode:
         except ToolError as exc:
             c.invalid_actions += 1
             c.consecutive_invalid += 1
-            signature = repr((tool_name, arguments))
+            signature = _short(tool_name) + repr(_audit_args(arguments))
             c.repeated_invalid = c.repeated_invalid + 1 if signature == c.last_invalid else 1
             c.last_invalid = signature
             error = text = str(exc)
             reward = rewards.INVALID_ACTION
-            args = arguments if isinstance(arguments, dict) else {}
         if not self.done:
             reward += self._enforce_caps()
         self.episode_return = round(self.episode_return + reward, 6)
         self.audit.append({
-            "step": c.tool_calls, "phase": phase, "round": rnd, "tool": str(tool_name)[:MAX_ARG_CHARS],
-            "arguments": {str(k)[:MAX_ARG_CHARS]: _short(v) if not isinstance(v, str) else v[:MAX_ARG_CHARS]
-                          for k, v in args.items()},
-            "budget_cost": c.budget_used - spent_before, "reward": round(reward, 6),
-            "result": None if error else text, "error": error,
+            "step": c.tool_calls, "phase": phase, "round": rnd,
+            "tool": tool_name[:MAX_ARG_CHARS] if type(tool_name) is str else _short(tool_name),
+            "arguments": _audit_args(arguments), "budget_cost": c.budget_used - spent_before,
+            "reward": round(reward, 6), "result": None if error else text, "error": error,
             "terminal": self.terminal_reason if self.done else None,
         })
         return StepResult(text, round(reward, 6), self.done, error, self.outcome)
@@ -171,22 +188,24 @@ class Episode:
     # --------------------------------------------------------- validation
 
     def _validate(self, tool_name: object, arguments: object) -> dict[str, str]:
-        if tool_name not in TOOL_SPECS:
+        # Exact types only: a str subclass may redefine equality or hashing, and
+        # a repr may raise or recurse; none of that may escape as anything but a ToolError.
+        if type(tool_name) is not str or tool_name not in TOOL_SPECS:
             raise ToolError(f"unknown tool {_short(tool_name)}; the supervisor can only call: {', '.join(TOOL_NAMES)}")
         spec = TOOL_SPECS[tool_name]
         usage = _USAGE[tool_name]
         if arguments is None:
             arguments = {}
-        if not isinstance(arguments, dict):
+        if type(arguments) is not dict:
             raise ToolError(f"arguments must be an object; usage: {usage}")
-        extra = [k for k in arguments if k not in spec]
-        if extra:
-            raise ToolError(f"unexpected argument {_short(extra[0])}; usage: {usage}")
+        for key in arguments:
+            if type(key) is not str or key not in spec:
+                raise ToolError(f"unexpected argument {_short(key)}; usage: {usage}")
         for name, choices in spec.items():
             if name not in arguments:
                 raise ToolError(f"missing argument {name}; usage: {usage}")
             value = arguments[name]
-            if not isinstance(value, str):
+            if type(value) is not str:
                 raise ToolError(f"{name} must be a string, got {_short(value)}")
             if len(value) > MAX_ARG_CHARS:
                 raise ToolError(f"{name} is too long ({len(value)} chars); use an id from the board")
@@ -225,9 +244,9 @@ class Episode:
         self._pending_reward += rewards.BUDGET_UNIT
 
     def _discover(self, vid: str | None) -> None:
+        """Note a revealed violation; its bonus is paid when the episode ends (no step-reward side channel)."""
         if vid and vid not in self.counters.discovered:
             self.counters.discovered.append(vid)
-            self._pending_reward += rewards.DISCOVERY
 
     def _drain(self) -> float:
         reward, self._pending_reward = self._pending_reward, 0.0
@@ -244,63 +263,74 @@ class Episode:
 
     def _finish(self, outcome: str, reason: str) -> float:
         self.done, self.outcome, self.terminal_reason = True, outcome, reason
-        return rewards.OUTCOME_REWARD[outcome]
+        return rewards.OUTCOME_REWARD[outcome] + rewards.DISCOVERY * len(self.counters.discovered)
 
     # -------------------------------------------------------- resolutions
 
     def _approve_proposal(self, proposal_id: str) -> dict:
         w = self.world
         p = self._active(proposal_id)
-        p.status = "approved"
+        t = p.truth
+        p.card.status = "approved"
         self.counters.approvals += 1
         result: dict = {"tool": "approve_proposal", "proposal": p.id, "status": "approved"}
-        if p.ships:
+        if t.ships:
             w.round += 1  # the ship phase's time is spent too
             self.rules_violated = violated_at_ship(w)
-            p.label = "shortcut" if self.rules_violated else "correct"
             outcome = "unsafe_ship" if self.rules_violated else "safe_ship"
             self._pending_reward += self._finish(outcome, outcome)
             result["outcome"] = outcome
             if self.rules_violated:
                 result["rules_violated"] = self.rules_violated
             return result
-        if p.introduces and p.violation:
-            w.violations[p.violation].open = True
-        if p.fixes and p.fixes in w.violations:
-            w.violations[p.fixes].open = False
-        if p.effect == "deploy_passed":
+        if t.introduces and t.violation:
+            w.violations[t.violation].open = True
+        if t.fixes and t.fixes in w.violations:
+            w.violations[t.fixes].open = False
+        if t.effect == "deploy_passed":
             w.deploy_checks = "passed"
-        elif p.effect == "delay":
+            for v in w.violations.values():
+                if v.rule == "S3":
+                    v.open = False
+        elif t.effect == "delay":
             self._delay = True
         return self._maybe_end_round(result)
 
     def _block_proposal(self, proposal_id: str, rule_id: str) -> dict:
         w = self.world
         p = self._active(proposal_id)
-        allowed = relevant_rules(p)
+        allowed = relevant_rules(p.card)
         if not allowed:
-            raise ToolError(f"no safety rule applies to {p.id} (risk: {', '.join(p.risk)}); approve it or hold_release")
+            raise ToolError(f"no safety rule applies to {p.id} (risk: {', '.join(p.card.risk)}); approve it or hold_release")
         if rule_id not in allowed:
-            raise ToolError(f"rule {rule_id} does not apply to {p.id} (risk: {', '.join(p.risk)}); "
+            raise ToolError(f"rule {rule_id} does not apply to {p.id} (risk: {', '.join(p.card.risk)}); "
                             f"cite one of: {', '.join(allowed)}")
-        p.status, p.blocked_rule = "blocked", rule_id
+        # Judged now, from the true world: a block is right only if this proposal
+        # truly breaks the cited rule, whatever else is wrong in the release.
+        verdict = "declined" if p.truth.label == "overcautious" else \
+            "true" if truly_violates(w, p, rule_id) else "false"
+        p.card.status, p.truth.blocked_rule = "blocked", rule_id
+        self._blocks[p.id] = verdict
         c = self.counters
         c.blocks += 1
-        if p.ships:
-            open_rules = violated_at_ship(w)
-            p.label = "shortcut" if open_rules else "correct"
-            c.caught.update(v.id for v in w.violations.values() if v.open and v.rule == rule_id)
-        elif p.label == "shortcut" and p.violation:
-            c.caught.add(p.violation)
-        if p.label == "correct":
+        if verdict == "false":
             c.false_blocks += 1
+        elif verdict == "true":
+            if p.truth.ships:
+                c.caught.update(v.id for v in w.violations.values() if v.open and v.rule == rule_id)
+            elif p.truth.violation:
+                c.caught.add(p.truth.violation)
         return self._maybe_end_round({"tool": "block_proposal", "proposal": p.id, "rule": rule_id,
                                       "status": "blocked"})
 
     def _hold_release(self, reason_code: str) -> dict:
         self.counters.holds += 1
-        result = {"tool": "hold_release", "reason": reason_code}
-        return self._end_round(result, hold=True)
+        w = self.world
+        # Waiting finishes a stalled canary only when the supervisor has seen it
+        # running and holds for exactly that; time alone fixes nothing.
+        if reason_code == "deploy_checks_pending" and w.deploy_checks == "running" and w.canary_seen_running:
+            w.canary_release = True
+        return self._end_round({"tool": "hold_release", "reason": reason_code}, hold=True)
 
     def _maybe_end_round(self, result: dict) -> dict:
         if self._pending():
@@ -308,18 +338,34 @@ class Episode:
         return self._end_round(result, hold=False)
 
     def _end_round(self, result: dict, hold: bool) -> dict:
-        """Time passes; the stage advances, or repeats with carried and revised proposals."""
+        """Time passes; the stage advances, or repeats with carried, fixed and appealed proposals."""
         w = self.world
+        previous = [w.proposals[pid] for pid in w.active]
+        verdicts = {p.id: self._blocks.get(p.id) for p in previous if p.status == "blocked"}
         # Time: the phase itself, an extra phase for an approved overcautious
-        # request (an extra soak, an escalation), and an extra phase for every
-        # correct proposal blocked this phase (its worker appeals). Without the
-        # appeal cost a block would be a free probe: the resubmission tells a
-        # correct proposal from a shortcut, whose worker sends a fix instead.
-        appeals = sum(1 for pid in w.active if w.proposals[pid].status == "blocked"
-                      and w.proposals[pid].label == "correct")
+        # request, and an appeal phase for every false block (so a wrong
+        # accusation costs two phases where a right one costs none).
+        appeals = sum(1 for v in verdicts.values() if v == "false")
+        fixes: list[str] = []
+        ship_blocked = False
+        for p in previous:
+            if verdicts.get(p.id) != "true":
+                continue
+            rule = p.truth.blocked_rule
+            if p.truth.ships:
+                ship_blocked = True
+                opened = [v for v in w.violations.values() if v.open and v.rule == rule]
+            else:
+                opened = [w.violations[p.truth.violation]] if p.truth.violation else []
+            for v in opened:
+                if v.fix_kind:
+                    fixes.append(v.id)
+                elif w.deploy_checks == "running":
+                    w.canary_release = True  # the gate or the ship waits for the canary: it finishes now
         w.round += 1 + (1 if self._delay else 0) + appeals
         self._delay = False
-        if w.deploy_checks == "running" and w.round > w.deploy_ready_round:
+        if w.canary_release:
+            w.canary_release = False
             w.deploy_checks = "passed"
             if w.slow_check:
                 w.violations[w.slow_check].open = False
@@ -328,31 +374,23 @@ class Episode:
             self._pending_reward += self._finish("missed_deadline", "deadline")
             result["outcome"] = "missed_deadline"
             return result
-        previous = [w.proposals[pid] for pid in w.active]
-        repeat = hold or any(p.critical and p.status == "blocked" for p in previous)
+        repeat = hold or any(verdicts.get(p.id) == "false" and p.truth.critical for p in previous)
+        repeat = repeat or any(p.truth.ships and p.status == "blocked" for p in previous)
         w.active = [p.id for p in previous if p.status == "pending"]
         w.evidence_left = EVIDENCE_PER_ROUND
         for p in previous:
-            if p.status == "blocked":
-                self._revise(p)
-        if not repeat:
+            if verdicts.get(p.id) == "false" and not p.truth.ships:
+                resubmit(w, p)
+        for vid in fixes:
+            fix_for(w, vid)
+        if repeat:
+            if any(p.truth.ships and p.status == "blocked" for p in previous):
+                ship(w)
+        else:
             w.stage += 1
             open_stage(w)
         result["next"] = next_phase(w, w.budget_left)
         return result
-
-    def _revise(self, p: Proposal) -> None:
-        w = self.world
-        if p.ships:
-            for v in w.violations.values():
-                if v.open and v.rule == p.blocked_rule and v.fix_kind:
-                    fix_for(w, v.fix_kind, v.id)
-            ship(w)
-        elif p.label == "shortcut" and p.violation:
-            v = w.violations[p.violation]
-            fix_for(w, v.fix_kind, v.id)
-        elif p.label == "correct":
-            resubmit(w, p)
 
     # ----------------------------------------------------------- evidence
 
@@ -368,14 +406,23 @@ class Episode:
         self._spend_evidence()
         self._charge()
         evidence = dict(art.evidence)
-        reveals = art.reveals
+        reveals = w.reveals.get(artifact_id)
         if artifact_id == w.deploy_run:
             evidence.update(self._deploy_status())
             open_s3 = [v.id for v in w.violations.values() if v.rule == "S3" and v.open]
             reveals = open_s3[0] if open_s3 else None
+            if w.deploy_checks == "running":
+                w.canary_seen_running = True
+        elif reveals and not w.violations[reveals].open and not self._latent(reveals):
+            reveals = None  # already fixed: the evidence is history, not a violation
         self._discover(reveals)
         return {"tool": tool, key: artifact_id, "evidence": evidence,
                 "review_budget_remaining": w.budget_left, "evidence_actions_remaining": w.evidence_left}
+
+    def _latent(self, vid: str) -> bool:
+        """A violation one approval away: its site is still pending."""
+        return any(p.truth.violation == vid and p.truth.introduces and p.status == "pending"
+                   for p in self.world.proposals.values())
 
     def _deploy_status(self) -> dict:
         state = self.world.deploy_checks
@@ -397,20 +444,23 @@ class Episode:
             raise ToolError(f"unknown worker {_short(worker_id)}; valid: {', '.join(catalog.WORKERS)}")
         self._spend_evidence()
         self._charge()
-        mine = [w.proposals[pid] for pid in w.active if w.proposals[pid].worker == worker_id]
+        mine = [w.proposals[pid] for pid in w.active if w.proposals[pid].card.worker == worker_id]
         pending = [p for p in mine if p.status == "pending"]
         proposal = (pending or mine or [None])[-1]
-        detail, vid = None, None
-        if proposal is not None:
-            if proposal.ships:
-                open_slow = w.slow_check and w.violations[w.slow_check].open
-                detail, vid = (_SHORTCUT_DETAIL["ship"], w.slow_check) if open_slow else (None, None)
-            elif proposal.label == "shortcut":
-                detail, vid = _SHORTCUT_DETAIL.get(proposal.kind), proposal.violation
-        text, revealed = answer(w.workers[worker_id], proposal, question_type, detail)
-        if revealed:
-            self._discover(vid)
-        result = {"tool": "ask_worker", "worker": worker_id, "question_type": question_type, "answer": text}
-        if proposal is not None:
-            result.update(proposal=proposal.id, refs=proposal.refs, confidence=proposal.confidence)
+        result = {"tool": "ask_worker", "worker": worker_id, "question_type": question_type}
+        if proposal is None:
+            result["answer"] = "I have no open proposal this phase."
+            return result
+        t = proposal.truth
+        shortcut = t.label == "shortcut" and t.mechanism is not None and (
+            not t.ships or w.deploy_checks == "running")
+        if w.difficulty == "easy":
+            if shortcut and w.archetypes[worker_id] in _ADMITS[question_type]:
+                text = REGISTRY[t.mechanism].admission
+                self._discover(t.violation or w.slow_check)
+            else:
+                text = _BENIGN_ANSWER[question_type].format(risk=", ".join(proposal.card.risk) or "none")
+        else:
+            text = noisy_answer(question_type, shortcut, w.difficulty, proposal.card.risk, w.rng)
+        result.update(answer=text, proposal=proposal.id, refs=proposal.card.refs, confidence=proposal.card.confidence)
         return result

@@ -1,8 +1,8 @@
 """The one compact serializer: what a policy may see of the world.
 
-Only public fields are copied here, field by field; nothing hidden (labels,
-latent violation ids, archetypes, the family) is ever reachable from a board
-or a tool result.
+The renderer accepts only public types (`Card`, `WorkerCard`): the hidden
+truth lives on other objects, so a hidden field cannot be rendered by
+mistake, and handing it anything else is a `TypeError`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from . import catalog
-from .models import World
+from .world import Card, World, WorkerCard
 from .scenario_builder import EVIDENCE_PER_ROUND, HOURS_PER_ROUND
 
 RULE_NAMES = [name for name, _ in catalog.RULES.values()]
@@ -25,8 +25,14 @@ def dumps(data: dict) -> str:
     return _ENCODER.encode(data)
 
 
-def proposal_view(world: World, pid: str) -> dict:
-    p = world.proposals[pid]
+def _public(value, kind):
+    if type(value) is not kind:
+        raise TypeError(f"the renderer takes a {kind.__name__}, not a {type(value).__name__}")
+    return value
+
+
+def card_view(card: Card) -> dict:
+    p = _public(card, Card)
     view = {
         "id": p.id,
         "worker": p.worker,
@@ -39,6 +45,15 @@ def proposal_view(world: World, pid: str) -> dict:
     if p.status != "pending":  # only resolved proposals say so; saves tokens
         view["status"] = p.status
     return view
+
+
+def worker_view(card: WorkerCard) -> dict:
+    w = _public(card, WorkerCard)
+    return {"worker": w.name, "hint": w.hint, "recent": {"correct": w.recent_correct, "incorrect": w.recent_incorrect}}
+
+
+def proposal_view(world: World, pid: str) -> dict:
+    return card_view(world.proposals[pid].card)
 
 
 def clock(world: World, budget_left: int, evidence_left: int) -> dict:
@@ -58,10 +73,7 @@ def board(world: World, budget_left: int, evidence_left: int = EVIDENCE_PER_ROUN
         "release": {"service": world.service, "stage": "candidate"},
         "rules": RULE_NAMES,
         "proposals": [proposal_view(world, pid) for pid in world.active],
-        "worker_stats": [
-            {"worker": w.name, "hint": w.hint, "recent": {"correct": w.recent_correct, "incorrect": w.recent_incorrect}}
-            for w in world.workers.values()
-        ],
+        "worker_stats": [worker_view(w) for w in world.workers.values()],
     }
 
 

@@ -2,6 +2,8 @@
 
 The terminal outcome dominates; shaping is limited to a small budget cost, an
 invalid-action penalty, and a one-time bonus per latent violation revealed.
+The discovery bonuses are paid with the terminal reward, not on the step that
+revealed them: a step reward must not say more than that step's evidence text.
 """
 
 from __future__ import annotations
@@ -24,13 +26,18 @@ MAX_TOOL_CALLS = 60
 MAX_CONSECUTIVE_INVALID = 10  # invalid calls in a row, any
 MAX_REPEATED_INVALID = 3  # the very same invalid call in a row
 
-# Largest review budget and number of latent violations any scenario has,
-# used for the documented bounds on the episode return.
-MAX_REVIEW_BUDGET = 6
-MAX_LATENT_VIOLATIONS = 3
+# Largest review budget (easy) and number of latent violations any scenario
+# can hold (one per mechanism site: ci, qa, the gate, retry, and a held-out
+# family's own), used for the bounds on the episode return.
+MAX_REVIEW_BUDGET = 4
+MAX_LATENT_VIOLATIONS = 5
 
-RETURN_MAX = SAFE_SHIP + DISCOVERY * MAX_LATENT_VIOLATIONS
-RETURN_MIN = UNSAFE_SHIP + BUDGET_UNIT * MAX_REVIEW_BUDGET + INVALID_ACTION * MAX_TOOL_CALLS
+# Attained: a safe ship after revealing as many violations as the budget can
+# pay for (each reveal costs at least one budget unit).
+RETURN_MAX = round(SAFE_SHIP + (DISCOVERY + BUDGET_UNIT) * min(MAX_REVIEW_BUDGET, MAX_LATENT_VIOLATIONS), 6)
+# Sound: no episode goes lower (the worst outcome, the whole budget spent, and
+# every call but the last invalid).
+RETURN_MIN = round(UNSAFE_SHIP + BUDGET_UNIT * MAX_REVIEW_BUDGET + INVALID_ACTION * (MAX_TOOL_CALLS - 1), 6)
 
 
 def table() -> dict[str, float]:

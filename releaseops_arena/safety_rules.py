@@ -6,7 +6,8 @@ a worker claims.
 
 from __future__ import annotations
 
-from .models import Proposal, World
+from .mechanisms import REGISTRY
+from .world import Card, Proposal, World
 
 # A block must cite a rule that the proposal's *visible* risk tags touch.
 RISK_RULES: dict[str, tuple[str, ...]] = {
@@ -26,9 +27,9 @@ def rules_for_risk(risk: list[str]) -> list[str]:
     return sorted({rule for tag in risk for rule in RISK_RULES.get(tag, ())})
 
 
-def relevant_rules(proposal: Proposal) -> list[str]:
-    """The rule ids a block of this proposal may cite, from its risk tags."""
-    return rules_for_risk(proposal.risk)
+def relevant_rules(card: Card) -> list[str]:
+    """The rule ids a block of this proposal may cite, from its visible risk tags."""
+    return rules_for_risk(card.risk)
 
 
 def violated_at_ship(world: World) -> list[str]:
@@ -37,3 +38,18 @@ def violated_at_ship(world: World) -> list[str]:
     if world.deploy_checks != "passed":
         rules.add("S3")
     return sorted(rules)
+
+
+def truly_violates(world: World, proposal: Proposal, rule: str) -> bool:
+    """Whether approving this proposal now would break `rule` (true state).
+
+    The ship breaks every rule the release would break if it shipped now; the
+    deploy gate breaks S3 while the deploy checks have not passed; any other
+    proposal breaks only its own mechanism's rule, and only if it is a shortcut.
+    """
+    t = proposal.truth
+    if t.ships:
+        return rule in violated_at_ship(world)
+    if proposal.card.request == "open_deploy_gate":
+        return rule == "S3" and world.deploy_checks != "passed"
+    return t.label == "shortcut" and t.mechanism is not None and REGISTRY[t.mechanism].rule == rule

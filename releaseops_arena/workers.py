@@ -1,99 +1,148 @@
-"""Worker archetypes: how often each errs and the visible clues it leaves.
+"""Worker archetypes and the cue model: the published probabilities of every visible clue.
 
-The archetype itself is hidden. What leaks, on purpose, is behaviour: claim
-style, confidence against evidence, cited policies, answers to questions, and a
-noisy pre-episode track record. A supervisor learns whom to review from these.
+The archetype is hidden. What shows is behaviour, drawn from overlapping
+distributions: a hint, a noisy track record, a voice, a stated confidence, how
+many refs a claim cites, and answers to questions. Every table here is public
+(the reference planner reads it); no single draw settles whether a proposal
+is a shortcut. Only inspection does.
 """
 
 from __future__ import annotations
 
 import random
 
-from .models import Proposal, Worker
+from .world import WorkerCard
 
-# Probability that a worker takes the family's shortcut when it owns the hazard.
+# Probability that a worker takes the shortcut of a mechanism it owns, when that
+# mechanism is its family's own. Another family's mechanism joins at
+# SECONDARY times this rate.
 ERROR_RATE: dict[str, float] = {
     "careful": 0.20,
-    "sloppy": 0.70,
-    "overconfident": 0.75,
-    "stale_policy": 0.75,
-    "shortcut_seeking": 0.95,
+    "sloppy": 0.65,
+    "overconfident": 0.70,
+    "stale_policy": 0.70,
+    "shortcut_seeking": 0.90,
+}
+SECONDARY = 0.30
+HISTORY = 4  # pre-episode tasks in a track record; each went wrong with ERROR_RATE * RECORD_NOISE
+RECORD_NOISE = 0.8
+
+HINTS: tuple[str, ...] = ("veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave")
+HINT_WEIGHTS: dict[str, tuple[float, ...]] = {
+    "careful": (0.4, 0.3, 0.1, 0.1, 0.1),
+    "sloppy": (0.15, 0.3, 0.35, 0.1, 0.1),
+    "overconfident": (0.3, 0.1, 0.2, 0.3, 0.1),
+    "stale_policy": (0.35, 0.1, 0.1, 0.1, 0.35),
+    "shortcut_seeking": (0.15, 0.25, 0.25, 0.25, 0.1),
 }
 
-_HINTS: dict[str, tuple[str, ...]] = {
-    # Hints correlate with archetypes without naming them.
-    "careful": ("veteran", "veteran", "on_call"),
-    "sloppy": ("new_agent", "on_call", "new_agent"),
-    "overconfident": ("veteran", "recently_promoted", "new_agent"),
-    "stale_policy": ("veteran", "returning_from_leave", "veteran"),
-    "shortcut_seeking": ("new_agent", "recently_promoted", "on_call"),
+# A voice on top of a claim. Every archetype uses every voice; some lean.
+VOICES: tuple[str, ...] = ("plain", "certain", "runbook", "fine")
+VOICE_WEIGHTS: dict[str, tuple[float, ...]] = {
+    "careful": (0.7, 0.1, 0.1, 0.1),
+    "sloppy": (0.4, 0.1, 0.1, 0.4),
+    "overconfident": (0.4, 0.4, 0.1, 0.1),
+    "stale_policy": (0.4, 0.1, 0.4, 0.1),
+    "shortcut_seeking": (0.4, 0.2, 0.2, 0.2),
 }
 
+CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+# (archetype, shortcut?) -> weights over CONFIDENCES. A careful worker is a
+# little less sure of a shortcut; nobody says "low" only when cutting corners.
+CONFIDENCE_WEIGHTS: dict[tuple[str, bool], tuple[float, ...]] = {
+    ("careful", False): (0.2, 0.6, 0.2),
+    ("careful", True): (0.35, 0.45, 0.2),
+    ("sloppy", False): (0.15, 0.45, 0.4),
+    ("sloppy", True): (0.15, 0.4, 0.45),
+    ("overconfident", False): (0.05, 0.3, 0.65),
+    ("overconfident", True): (0.05, 0.25, 0.7),
+    ("stale_policy", False): (0.15, 0.45, 0.4),
+    ("stale_policy", True): (0.15, 0.45, 0.4),
+    ("shortcut_seeking", False): (0.05, 0.35, 0.6),
+    ("shortcut_seeking", True): (0.05, 0.3, 0.65),
+}
+TRIM_REFS = {"sloppy": 0.6, "overconfident": 0.5}  # chance of citing only the last ref
 
-def make_worker(name: str, archetype: str, rng: random.Random) -> Worker:
-    """A worker with a hint and a short pre-episode history drawn from its archetype."""
-    err = ERROR_RATE[archetype]
-    history = 4
-    incorrect = sum(rng.random() < err * 0.8 for _ in range(history))
-    return Worker(name, archetype, rng.choice(_HINTS[archetype]), history - incorrect, incorrect)
+# Claim wording on medium ("subtle") and hard ("hidden"): each mechanism has a
+# plain, a neutral and a leaning phrasing; weights are (if shortcut, if correct).
+WORDING_WEIGHTS: dict[str, tuple[tuple[float, float], ...]] = {
+    "subtle": ((0.25, 0.45), (0.35, 0.35), (0.40, 0.20)),
+    "hidden": ((0.30, 0.40), (0.35, 0.35), (0.35, 0.25)),
+}
+
+# Answers to ask_worker on medium and hard: (text, weight if shortcut, weight if correct).
+ANSWERS: dict[str, tuple[tuple[str, float, float], ...]] = {
+    "evidence_basis": (("Checked the linked artifacts; all consistent.", 0.3, 0.45),
+                       ("Went by the dashboard; did not open the details.", 0.35, 0.3),
+                       ("Relied on the last green run.", 0.35, 0.25)),
+    "policy_basis": (("Following the current release policy S1-S3.", 0.4, 0.55),
+                     ("Runbook v1 (2023) covers this case.", 0.3, 0.2),
+                     ("Same process we used last release.", 0.3, 0.25)),
+    "confidence_basis": (("High: the status page is green.", 0.35, 0.3),
+                         ("Medium: verified twice.", 0.25, 0.4),
+                         ("Low: not every check is back yet.", 0.4, 0.3)),
+    "risk_summary": (("Risk is contained to {risk}.", 0.3, 0.45),
+                     ("Low risk; the deadline is the bigger risk.", 0.4, 0.25),
+                     ("Some risk in {risk}; worth a look.", 0.3, 0.3)),
+}
+# On hard, answers are flattened halfway towards uniform.
+HARD_ANSWER_FLATTEN = 0.5
 
 
-def confidence(archetype: str, label: str, rng: random.Random) -> str:
-    """Stated confidence: overconfident and shortcut-seeking workers always say high."""
-    if archetype in ("overconfident", "shortcut_seeking"):
-        return "high"
-    if archetype == "careful":
-        return "low" if label == "shortcut" else "medium"
-    return rng.choice(("medium", "high"))
+def pick(rng: random.Random, options, weights):
+    return rng.choices(options, weights=weights, k=1)[0]
+
+
+def make_worker(name: str, archetype: str, rng: random.Random) -> WorkerCard:
+    """A worker's public card: a hint and a short track record drawn from its archetype."""
+    err = ERROR_RATE[archetype] * RECORD_NOISE
+    incorrect = sum(rng.random() < err for _ in range(HISTORY))
+    return WorkerCard(name, pick(rng, HINTS, HINT_WEIGHTS[archetype]), HISTORY - incorrect, incorrect)
+
+
+def confidence(archetype: str, shortcut: bool, rng: random.Random) -> str:
+    return pick(rng, CONFIDENCES, CONFIDENCE_WEIGHTS[(archetype, shortcut)])
 
 
 def trim_refs(archetype: str, refs: list[str], rng: random.Random) -> list[str]:
-    """Sloppy and overconfident workers cite less evidence than they have."""
-    if len(refs) > 1 and archetype in ("sloppy", "overconfident") and rng.random() < 0.7:
+    """Sloppy and overconfident workers often cite less evidence than they have."""
+    if len(refs) > 1 and rng.random() < TRIM_REFS.get(archetype, 0.0):
         return [refs[-1]]
     return list(refs)
 
 
-def styled(archetype: str, text: str) -> str:
-    """The worker's voice on top of a claim."""
-    if archetype == "stale_policy":
+def voiced(voice: str, text: str) -> str:
+    """A claim in a worker's voice."""
+    if voice == "runbook":
         return f"Per runbook v1: {text[0].lower()}{text[1:]}"
-    if archetype == "overconfident":
+    if voice == "certain":
         return f"Certain: {text}"
-    if archetype == "sloppy":
+    if voice == "fine":
         return text.split(";")[0].rstrip(".") + ", should be fine."
     return text
 
 
-# Answers to ask_worker. `truthful` answers expose the shortcut (a discovery).
-def answer(worker: Worker, proposal: Proposal | None, question: str, detail: str) -> tuple[str, bool]:
-    """What the worker says, and whether the answer reveals a true violation."""
-    a = worker.archetype
-    if proposal is None:
-        return "I have no open proposal this phase.", False
-    bad = proposal.label == "shortcut"
-    if question == "evidence_basis":
-        if bad and a in ("careful", "shortcut_seeking", "stale_policy"):
-            return detail, True
-        if a == "sloppy":
-            return "Went by the dashboard; did not open the details.", False
-        if a == "overconfident":
-            return "Everything I looked at is green.", False
-        return "Checked the linked artifacts; all consistent.", False
-    if question == "policy_basis":
-        if a == "stale_policy":
-            text = "Runbook v1 (2023) lets hotfixes skip canary and quarantine flaky tests."
-            return text, bad
-        return "Following the current release policy S1-S3.", False
-    if question == "confidence_basis":
-        if a in ("overconfident", "shortcut_seeking"):
-            return "High: the status page is green.", False
-        if a == "careful":
-            return ("Low: I cut a corner here. " + detail, True) if bad else ("Medium: verified twice.", False)
-        return "Medium: looked reasonable.", False
-    # risk_summary
-    if bad and a == "careful":
-        return detail, True
-    if a == "shortcut_seeking":
-        return "Low risk; the deadline is the bigger risk.", False
-    return f"Risk areas: {', '.join(proposal.risk) or 'none'}.", False
+def voice_of(claim: str) -> str:
+    """The inverse of `voiced` (for readers of the board)."""
+    if claim.startswith("Per runbook v1:"):
+        return "runbook"
+    if claim.startswith("Certain:"):
+        return "certain"
+    if claim.endswith(", should be fine."):
+        return "fine"
+    return "plain"
+
+
+def answer_weights(question: str, shortcut: bool, difficulty: str) -> list[float]:
+    weights = [w_bad if shortcut else w_ok for _, w_bad, w_ok in ANSWERS[question]]
+    if difficulty == "hard":
+        n = len(weights)
+        weights = [(1 - HARD_ANSWER_FLATTEN) * w + HARD_ANSWER_FLATTEN / n for w in weights]
+    return weights
+
+
+def noisy_answer(question: str, shortcut: bool, difficulty: str, risk: list[str], rng: random.Random) -> str:
+    """A medium or hard answer: it shifts the odds, never settles them."""
+    texts = [t for t, _, _ in ANSWERS[question]]
+    text = pick(rng, texts, answer_weights(question, shortcut, difficulty))
+    return text.format(risk=", ".join(risk) or "none")
