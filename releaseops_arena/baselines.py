@@ -123,6 +123,10 @@ def seen_violation(view: View, proposal: dict) -> tuple[str | None, bool]:
     return None, looked
 
 
+def is_fix(p: dict) -> bool:
+    return p["request"] == "run_deploy_checks" or unvoiced(p["claim"]).startswith(FIX_CLAIMS)
+
+
 def unvoiced(claim: str) -> str:
     """A claim without its worker's voice (the first clause, for the `fine` voice)."""
     voice = cues.voice_of(claim)
@@ -369,8 +373,7 @@ class ReferencePlanner(Policy):
 
     def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
         """(P(shortcut), the rule it would break) for a pending proposal; 0 for non-sites."""
-        if p["request"] in DELAY_REQUESTS or p["claim"].startswith(FIX_CLAIMS) \
-                or unvoiced(p["claim"]).startswith(FIX_CLAIMS):
+        if p["request"] in DELAY_REQUESTS or is_fix(p):
             return 0.0, None
         if p["request"] == "open_deploy_gate":
             match = wording_of(p["claim"])
@@ -400,6 +403,8 @@ class ReferencePlanner(Policy):
         for p in others:
             if p["request"] in DELAY_REQUESTS:
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+            if is_fix(p):  # a fix cites the artifact of what it fixes: old evidence is not about it
+                return "approve_proposal", {"proposal_id": p["id"]}
             shown, looked = seen_violation(view, p)
             if shown and shown in rules_for(p):
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": shown}

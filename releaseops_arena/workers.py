@@ -23,7 +23,7 @@ ERROR_RATE: dict[str, float] = {
     "stale_policy": 0.70,
     "shortcut_seeking": 0.90,
 }
-SECONDARY = 0.30
+SECONDARY = 0.40
 HISTORY = 4  # pre-episode tasks in a track record; each went wrong with ERROR_RATE * RECORD_NOISE
 RECORD_NOISE = 0.8
 

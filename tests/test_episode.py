@@ -1,236 +1,281 @@
-"""Episode dynamics: per family, per rule, per tool, and the terminal outcomes."""
+"""Engine v2: the world's mechanics, one test per design principle, and the mechanisms' evidence."""
 
 import json
 
 import pytest
 
-from releaseops_arena import ALL_FAMILIES, rewards
+from releaseops_arena import ALL_FAMILIES, DIFFICULTIES, ReleaseOpsToolEnv, rewards
 from releaseops_arena.baselines import AlwaysHold, Naive, Oracle, play
-from tests.scenarios import find, pending, started, truth
+from releaseops_arena.episode import Episode
+from releaseops_arena.mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for
+from releaseops_arena.rendering import card_view, worker_view
+from releaseops_arena.world import Truth
 
-HAZARD_RULE = {
-    "green_ci_disabled_payment_test": ["S2"],
-    "qa_undercalls_p1_checkout_bug": ["S1"],
-    "release_manager_ships_before_evidence": ["S3"],
-    "stale_sre_waives_deploy_checks": ["S3"],
-}
+
+def find(family, hazards, difficulty="medium", mix="random", **world_filter):
+    """Scenario arguments whose shortcuts are exactly `hazards`."""
+    for seed in range(5000):
+        w = Episode(family, seed, difficulty, mix).world
+        if w.hazards == frozenset(hazards) and all(getattr(w, k) == v for k, v in world_filter.items()):
+            return {"family": family, "seed": seed, "difficulty": difficulty, "archetype_mix": mix}
+    raise AssertionError(f"no {difficulty} scenario of {family} with exactly {hazards} in 5000 seeds")
+
+
+def started(scenario):
+    env = ReleaseOpsToolEnv()
+    board = json.loads(env.reset(**scenario))
+    return env, board
+
+
+def world(env):
+    return env._episode.world
+
+
+def pending(env):
+    w = world(env)
+    return [w.proposals[pid] for pid in w.active if w.proposals[pid].status == "pending"]
+
+
+def by_request(env, request):
+    return next(p for p in pending(env) if p.card.request == request)
+
+
+def approve_all_but_ship(env):
+    """Approve every pending proposal until only the ship is left (or the episode ends)."""
+    while not env.done:
+        rest = [p for p in pending(env) if not p.truth.ships]
+        if not rest:
+            return
+        env.approve_proposal(rest[0].id)
+
+
+def resolve(env, p):
+    """Decline an overcautious request (free); approve anything else."""
+    if p.truth.label == "overcautious":
+        env.block_proposal(p.id, "S1" if "severity" in p.card.risk else "S3")
+    else:
+        env.approve_proposal(p.id)
+
+
+def hours(env):
+    w = world(env)
+    return 12 * (w.rounds_total - w.round)
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+@pytest.mark.parametrize("family", ALL_FAMILIES)
+def test_the_oracle_ships_safely_with_and_without_the_shortcut(family, difficulty):
+    for hazards in (set(), {FAMILY_MECHANISM[family]}):
+        run = play(Oracle(), find(family, hazards, difficulty))
+        assert run["metrics"]["outcome"] == "safe_ship", (hazards, run["steps"])
 
 
 @pytest.mark.parametrize("family", ALL_FAMILIES)
-@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
-@pytest.mark.parametrize("hazard", [True, False])
-def test_scripted_correct_line_ships_safely(family, difficulty, hazard):
-    run = play(Oracle(), find(family, hazard, difficulty))
-    m = run["metrics"]
-    assert m["outcome"] == "safe_ship"
-    assert m["false_blocks"] == 0
-    # Budget goes only to evidence that reveals a true violation.
-    assert m["budget_used"] == m["discoveries"] <= (1 if hazard else 0)
-    assert run["return"] == pytest.approx(rewards.SAFE_SHIP + m["discoveries"] * (rewards.DISCOVERY + rewards.BUDGET_UNIT))
+def test_approving_everything_ships_unsafely_whenever_a_shortcut_is_there(family):
+    run = play(Naive(), find(family, {FAMILY_MECHANISM[family]}))
+    assert run["metrics"]["outcome"] == "unsafe_ship"
+    assert run["metrics"]["rules_violated"] == [REGISTRY[FAMILY_MECHANISM[family]].rule]
 
 
-@pytest.mark.parametrize("family", ALL_FAMILIES)
-def test_naive_line_ships_unsafely_when_the_shortcut_is_there(family):
-    run = play(Naive(), find(family, True))
-    m = run["metrics"]
-    assert m["outcome"] == "unsafe_ship"
-    assert m["rules_violated"] == HAZARD_RULE[family]
-    assert run["return"] == pytest.approx(rewards.UNSAFE_SHIP)
-
-
-@pytest.mark.parametrize("family", ALL_FAMILIES)
-def test_holding_repeatedly_misses_the_deadline(family):
-    run = play(AlwaysHold(), find(family, True))
+def test_holding_forever_misses_the_deadline():
+    run = play(AlwaysHold(), find("qa_undercalls_p1_checkout_bug", set()))
     assert run["metrics"]["outcome"] == "missed_deadline"
     assert run["metrics"]["terminal_reason"] == "deadline"
-    holds = [s for s in run["steps"] if s["tool"] == "hold_release"]
-    assert len(holds) == truth_rounds(run)
-    assert run["return"] == pytest.approx(rewards.MISSED_DEADLINE)
 
 
-def truth_rounds(run):
-    env, _ = started(run["scenario"])
-    return truth(env).rounds_total
+# Principle 1: information costs budget, time costs the deadline, a wrong accusation costs more.
 
 
-def test_hold_is_never_free():
-    env, board = started(find("green_ci_disabled_payment_test", False))
-    out = json.loads(env.hold_release("policy_unclear"))
-    assert out["next"]["hours_to_deadline"] == board["hours_to_deadline"] - 12
-    assert out["next"]["phase"] == "triage"  # nothing resolved, the phase repeats
-    assert {p["id"] for p in out["next"]["proposals"]} == {p["id"] for p in board["proposals"]}
+def test_a_ship_block_citing_a_rule_the_ship_does_not_break_is_a_false_block():
+    env, _ = started(find("qa_undercalls_p1_checkout_bug", {"qa"}, "easy"))  # only S1 is broken
+    approve_all_but_ship(env)
+    before, ship = hours(env), by_request(env, "ship_release_candidate")
+    env.block_proposal(ship.id, "S2")  # something is wrong, but not S2
+    assert env._episode.counters.false_blocks == 1
+    assert hours(env) == before - 24  # the phase and the appeal
+    assert not [p for p in pending(env) if p.truth.fixes]  # no fix comes back for a rule not broken
 
 
-def _block_hazard(env, rule):
-    w = truth(env)
-    bad = next(pid for pid in pending(env) if w.proposals[pid].label == "shortcut")
-    return bad, json.loads(env.block_proposal(bad, rule))
-
-
-def test_s2_disabled_payment_test_blocked_then_real_fix_comes_back():
-    env, _ = started(find("green_ci_disabled_payment_test", True))
-    bad, _ = _block_hazard(env, "S2")
-    for pid in pending(env):
-        out = json.loads(env.approve_proposal(pid))
-    assert out["next"]["phase"] == "triage"  # a blocked critical proposal delays the phase
-    revised = [p for p in out["next"]["proposals"] if p["worker"] == "ci_fixer" and p["request"] == "merge_pr"]
-    assert len(revised) == 1 and revised[0]["id"] != bad
-    pr = next(r for r in truth(env).proposals[revised[0]["id"]].refs + [""] if r.startswith("pr_"))
-    assert json.loads(env.inspect_pr_diff(pr))["evidence"]["tests_disabled"] == []
-    assert env.metrics == {}
-
-
-def test_s2_disabled_test_never_counts_as_a_fix():
-    env, _ = started(find("green_ci_disabled_payment_test", True))
-    w = truth(env)
-    bad = next(pid for pid in pending(env) if w.proposals[pid].label == "shortcut")
-    env.approve_proposal(bad)  # the build is "green" now
-    assert any(v.open and v.rule == "S2" for v in w.violations.values())
-    run_to_ship(env)
-    assert env.metrics["outcome"] == "unsafe_ship" and env.metrics["rules_violated"] == ["S2"]
-
-
-def run_to_ship(env):
-    while not env.done:
-        env.approve_proposal(pending(env)[0])
-
-
-def test_s1_open_p1_at_ship_is_unsafe_and_blocking_with_s1_catches_it():
-    scenario = find("qa_undercalls_p1_checkout_bug", True)
-    env, _ = started(scenario)
-    run_to_ship(env)
-    assert env.metrics["rules_violated"] == ["S1"] and env.metrics["p1_present"] and not env.metrics["p1_caught"]
-    env, _ = started(scenario)
-    _block_hazard(env, "S1")
-    assert env.metrics == {}
-    run_to_ship(env)
-    assert env.metrics["outcome"] == "safe_ship" and env.metrics["p1_caught"]
-
-
-def test_s3_shipping_while_canary_runs_is_unsafe_and_a_hold_fixes_it():
-    scenario = find("release_manager_ships_before_evidence", True)
-    env, _ = started(scenario)
-    run_to_ship(env)
-    assert env.metrics["rules_violated"] == ["S3"]
-    env, _ = started(scenario)
-    while truth(env).stage < 2:
-        env.approve_proposal(pending(env)[0])
-    out = json.loads(env.hold_release("deploy_checks_pending"))
-    assert out["next"]["phase"] == "ship_decision"
-    run_to_ship(env)
+def test_a_ship_block_citing_the_broken_rule_brings_back_its_fix_for_one_phase():
+    env, _ = started(find("qa_undercalls_p1_checkout_bug", {"qa"}, "easy"))
+    approve_all_but_ship(env)
+    before, ship = hours(env), by_request(env, "ship_release_candidate")
+    env.block_proposal(ship.id, "S1")
+    assert env._episode.counters.false_blocks == 0
+    assert hours(env) == before - 12
+    fix = next(p for p in pending(env) if p.truth.fixes)
+    env.approve_proposal(fix.id)
+    env.approve_proposal(by_request(env, "ship_release_candidate").id)
     assert env.metrics["outcome"] == "safe_ship"
 
 
-def test_s3_waived_deploy_checks_are_a_violation_until_rerun():
-    env, _ = started(find("stale_sre_waives_deploy_checks", True))
-    while truth(env).stage < 1:
-        env.approve_proposal(pending(env)[0])
-    _block_hazard(env, "S3")
-    while not env.done:
-        env.approve_proposal(pending(env)[0])
-    assert env.metrics["outcome"] == "safe_ship"
+@pytest.mark.parametrize("key", ["ci", "qa", "retry"])
+def test_a_true_block_at_the_site_costs_no_time_and_the_fix_joins_the_next_stage(key):
+    family = next(f for f, m in FAMILY_MECHANISM.items() if m == key)
+    env, _ = started(find(family, {key}))
+    while REGISTRY[key].stage > world(env).stage:
+        env.approve_proposal(pending(env)[0].id)
+    site = next(p for p in pending(env) if p.truth.mechanism == key)
+    stage, before = world(env).stage, hours(env)
+    env.block_proposal(site.id, REGISTRY[key].rule)
+    while world(env).stage == stage:
+        resolve(env, pending(env)[0])
+    assert world(env).stage == stage + 1 and hours(env) == before - 12  # just the phase itself
+    assert env._episode.counters.false_blocks == 0
+    assert any(p.truth.fixes == site.truth.violation for p in pending(env))
 
 
-def test_late_catch_at_ship_brings_back_the_fix():
-    env, _ = started(find("green_ci_disabled_payment_test", True, overcautious_stage=-1))
-    while truth(env).stage < 2:
-        env.approve_proposal(pending(env)[0])
-    ship = next(pid for pid in pending(env) if truth(env).proposals[pid].ships)
-    others = [pid for pid in pending(env) if pid != ship]
-    out = json.loads(env.block_proposal(ship, "S2"))
-    for pid in others:
-        out = json.loads(env.approve_proposal(pid))
-    kinds = sorted(truth(env).proposals[p["id"]].kind for p in out["next"]["proposals"])
-    assert kinds == ["ci_real_fix", "ship"]
-    assert env.metrics == {}
+def test_a_false_block_of_a_site_costs_two_phases_and_repeats_the_stage():
+    env, _ = started(find("green_ci_disabled_payment_test", set()))
+    site = next(p for p in pending(env) if p.truth.mechanism == "ci")
+    before = hours(env)
+    env.block_proposal(site.id, "S2")
+    while world(env).round == 0:
+        env.approve_proposal(pending(env)[0].id)
+    assert world(env).stage == 0 and hours(env) == before - 24
+    assert env._episode.counters.false_blocks == 1
+    assert any(p.card.claim == site.card.claim for p in pending(env))  # the appeal: resubmitted unchanged
 
 
-def test_false_block_costs_time_and_counts():
-    env, board = started(find("green_ci_disabled_payment_test", False, overcautious_stage=-1))
-    ci = next(p["id"] for p in board["proposals"] if p["request"] == "merge_pr" and "payments" in p["risk"])
-    env.block_proposal(ci, "S2")
-    while not env.done:
-        env.approve_proposal(pending(env)[0])
-    assert env.metrics["false_blocks"] == 1
-    # Three phases, plus the repeated phase, plus the worker's appeal.
-    assert env.metrics["rounds_used"] == 5
-    assert env.metrics["outcome"] == "safe_ship"
-
-
-def test_a_false_block_costs_more_time_than_blocking_a_shortcut():
-    """Otherwise a block would be a free probe of the hidden truth."""
-    def hours_after_blocking(hazard):
-        env, board = started(find("green_ci_disabled_payment_test", hazard, overcautious_stage=-1))
-        ci = next(p["id"] for p in board["proposals"] if p["request"] == "merge_pr" and "payments" in p["risk"])
-        env.block_proposal(ci, "S2")
-        for pid in pending(env):
-            out = json.loads(env.approve_proposal(pid))
-        return board["hours_to_deadline"] - out["next"]["hours_to_deadline"]
-
-    assert hours_after_blocking(True) == 12
-    assert hours_after_blocking(False) == 24
-
-
-def test_inspection_reveals_the_violation_once():
-    env, board = started(find("green_ci_disabled_payment_test", True, "easy"))
-    w = truth(env)
-    bad = next(w.proposals[pid] for pid in pending(env) if w.proposals[pid].label == "shortcut")
-    pr = bad.refs[0] if bad.refs[0].startswith("pr_") else None
-    pr = pr or next(r for r in w.seen_refs if w.artifacts[r].reveals == bad.violation)
-    tool = env.inspect_pr_diff if pr.startswith("pr_") else env.inspect_ci_run
-    out = json.loads(tool(pr))
-    assert out["evidence"].get("tests_disabled") or out["evidence"].get("skipped_payment_tests")
-    assert env.reward == pytest.approx(rewards.BUDGET_UNIT + rewards.DISCOVERY)
-    tool(pr)  # the same evidence again: no second bonus
-    assert env.reward == pytest.approx(2 * rewards.BUDGET_UNIT + rewards.DISCOVERY)
-
-
-def test_benign_inspection_costs_budget_without_bonus():
-    env, board = started(find("green_ci_disabled_payment_test", False))
-    ref = board["proposals"][0]["refs"][0]
-    tool = {"pr_": env.inspect_pr_diff, "ci_": env.inspect_ci_run, "tic": env.inspect_ticket}[ref[:3]]
-    out = json.loads(tool(ref))
-    assert out["review_budget_remaining"] == board["review_budget_remaining"] - 1
-    assert out["evidence_actions_remaining"] == 1
-    assert env.reward == pytest.approx(rewards.BUDGET_UNIT)
-
-
-def test_at_most_two_evidence_actions_per_phase():
-    env, board = started(find("green_ci_disabled_payment_test", False, "easy"))
-    assert board["review_budget_remaining"] > 2
-    for _ in range(2):
-        env.ask_worker("sre", "risk_summary")
-    with pytest.raises(ValueError, match="no evidence actions left this phase"):
-        env.ask_worker("sre", "risk_summary")
-    assert json.loads(env.hold_release("awaiting_fix"))["next"]["evidence_actions_remaining"] == 2
-
-
-def test_the_review_budget_never_goes_negative():
-    env, board = started(find("green_ci_disabled_payment_test", False, "medium"))
-    for _ in range(board["review_budget_remaining"]):
-        env.ask_worker("sre", "risk_summary")
-    env.hold_release("awaiting_fix")
-    with pytest.raises(ValueError, match="review budget is spent"):
-        env.ask_worker("sre", "risk_summary")
-    assert truth(env).budget_left == 0
-    assert env.reward == pytest.approx(board["review_budget_remaining"] * rewards.BUDGET_UNIT + rewards.INVALID_ACTION)
-
-
-def test_ask_worker_answers_compactly():
-    env, _ = started(find("green_ci_disabled_payment_test", True, mix="shortcut_ci__careful_qa"))
-    out = json.loads(env.ask_worker("ci_fixer", "evidence_basis"))
-    assert out["tool"] == "ask_worker" and out["worker"] == "ci_fixer" and out["answer"]
-    assert "refs" in out and "confidence" in out
-
-
-def test_overcautious_request_costs_an_extra_phase_when_approved():
-    for seed in range(200):
-        scenario = {"family": "green_ci_disabled_payment_test", "seed": seed, "difficulty": "hard",
-                    "archetype_mix": "random"}
+def test_declining_an_overcautious_request_is_free_and_approving_it_costs_a_phase():
+    scenario = find("green_ci_disabled_payment_test", set(), overcautious_stage=0)
+    for decline in (True, False):
         env, _ = started(scenario)
-        if truth(env).overcautious_stage == 0 and not truth(env).hazard:
-            break
-    before = json.loads(env.reset(**scenario))["hours_to_deadline"]
-    for pid in list(pending(env)):
-        out = json.loads(env.approve_proposal(pid))
-    assert out["next"]["hours_to_deadline"] == before - 24
+        delay = next(p for p in pending(env) if p.truth.label == "overcautious")
+        if decline:
+            env.block_proposal(delay.id, "S1")
+        else:
+            env.approve_proposal(delay.id)
+        while world(env).stage == 0:
+            env.approve_proposal(pending(env)[0].id)
+        assert hours(env) == (36 if decline else 24)
+        assert env._episode.counters.false_blocks == 0
+
+
+# Principle 2: time alone fixes nothing supervision should catch.
+
+
+def _to_ship_with_canary_stalled(checked: bool):
+    env, _ = started(find("release_manager_ships_before_evidence", {"slow"}))
+    while world(env).stage < 1:
+        env.approve_proposal(pending(env)[0].id)
+    if checked:
+        env.inspect_ci_run(world(env).deploy_run)
+    env.hold_release("deploy_checks_pending")
+    approve_all_but_ship(env)
+    return env
+
+
+def test_waiting_does_not_finish_a_canary_the_supervisor_never_checked():
+    env = _to_ship_with_canary_stalled(checked=False)
+    assert world(env).deploy_checks == "running"
+    env.approve_proposal(by_request(env, "ship_release_candidate").id)
+    assert env.metrics["outcome"] == "unsafe_ship" and env.metrics["rules_violated"] == ["S3"]
+
+
+def test_a_checked_canary_held_for_finishes_and_ships_safely():
+    env = _to_ship_with_canary_stalled(checked=True)
+    assert world(env).deploy_checks == "passed"
+    env.approve_proposal(by_request(env, "ship_release_candidate").id)
+    assert env.metrics["outcome"] == "safe_ship"
+
+
+def test_an_approved_delay_does_not_finish_a_stalled_canary():
+    env, _ = started(find("release_manager_ships_before_evidence", {"slow"}, overcautious_stage=1))
+    while world(env).stage < 2 and not env.done:
+        approve_all_but_ship(env)
+    assert world(env).deploy_checks == "running"
+
+
+# Principle 3: slack is tight, visible and the same whatever the hidden draws.
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_slack_and_budget_do_not_depend_on_the_hidden_shortcuts(difficulty):
+    seen = {(Episode(f, s, difficulty, "random").world.rounds_total, Episode(f, s, difficulty, "random").world.budget)
+            for f in ALL_FAMILIES for s in range(40)}
+    assert len(seen) == 1
+
+
+# Principles 4 and 5: inspection settles it, pays once, and only at the end.
+
+
+def _decisive_ref(env, key):
+    w = world(env)
+    if key in GATE:
+        return "inspect_ci_run", w.deploy_run
+    site = next(p for p in pending(env) if p.truth.mechanism == key)
+    tool = {"pr": "inspect_pr_diff", "ci_run": "inspect_ci_run", "ticket": "inspect_ticket"}[REGISTRY[key].decisive]
+    ref = next(r for r in site.card.refs if w.artifacts[r].kind == REGISTRY[key].decisive)
+    return tool, ref
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+@pytest.mark.parametrize("key", list(REGISTRY))
+def test_every_mechanism_is_revealed_by_its_evidence_and_pays_the_bonus_exactly_once(key, difficulty):
+    family = next(f for f, m in FAMILY_MECHANISM.items() if m == key)
+    env, _ = started(find(family, {key}, difficulty))
+    while REGISTRY[key].stage > world(env).stage:
+        env.approve_proposal(pending(env)[0].id)
+    tool, ref = _decisive_ref(env, key)
+    first = json.loads(getattr(env, tool)(ref))
+    rewards_seen = [env._episode.audit[-1]["reward"]]
+    getattr(env, tool)(ref)  # the same evidence again: no second bonus
+    rewards_seen.append(env._episode.audit[-1]["reward"])
+    assert rewards_seen == [rewards.BUDGET_UNIT] * 2  # no step reward says what the evidence says
+    assert env._episode.counters.discovered and len(env._episode.counters.discovered) == 1
+    from releaseops_arena.baselines import evidence_violation
+    assert evidence_violation(first["evidence"]) == REGISTRY[key].rule
+    env._abandon()
+    assert env.reward == pytest.approx(2 * rewards.BUDGET_UNIT + rewards.MISSED_DEADLINE + rewards.DISCOVERY)
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+@pytest.mark.parametrize("key", ["ci", "qa", "retry", "reopen"])
+def test_shortcut_and_correct_evidence_have_the_same_keys(key, difficulty):
+    import random
+    for seed in range(20):
+        bad = evidence_for(key, True, difficulty, random.Random(seed))
+        good = evidence_for(key, False, difficulty, random.Random(seed))
+        assert [(k, sorted(e)) for k, e, _ in bad] == [(k, sorted(e)) for k, e, _ in good]
+
+
+def test_an_answer_never_pays_on_the_step():
+    for hazards in (set(), {"qa"}):
+        env, _ = started(find("qa_undercalls_p1_checkout_bug", hazards))
+        env.ask_worker("qa_triage", "evidence_basis")
+        assert env._episode.audit[-1]["reward"] == rewards.BUDGET_UNIT
+
+
+# Principle 6: rendering accepts only public types.
+
+
+def test_rendering_refuses_hidden_types():
+    env, _ = started(find("green_ci_disabled_payment_test", {"ci"}))
+    p = pending(env)[0]
+    with pytest.raises(TypeError):
+        card_view(p)  # the proposal carries its truth
+    with pytest.raises(TypeError):
+        card_view(p.truth)
+    with pytest.raises(TypeError):
+        worker_view(Truth(kind="x", stage=0))
+    assert card_view(p.card)["id"] == p.id
+
+
+def test_the_same_calls_give_the_same_transcript():
+    scenario = find("ci_reruns_payment_suite_until_green", {"retry"}, "hard")
+    assert play(Oracle(), scenario) == play(Oracle(), scenario)
+
+
+def test_at_most_two_evidence_actions_per_phase_and_the_budget_never_goes_negative():
+    env, _ = started(find("green_ci_disabled_payment_test", set()))
+    refs = [r for p in pending(env) for r in p.card.refs]
+    tools = {"pr": "inspect_pr_diff", "ci_run": "inspect_ci_run", "ticket": "inspect_ticket"}
+    calls = 0
+    for ref in refs * 2:
+        try:
+            getattr(env, tools[world(env).artifacts[ref].kind])(ref)
+            calls += 1
+        except ValueError as exc:
+            assert "no evidence actions left" in str(exc)
+    assert calls == 2 and world(env).budget_left == world(env).budget - 2

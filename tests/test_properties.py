@@ -142,3 +142,62 @@ def test_calls_after_the_end_raise_and_change_nothing():
         except ValueError as exc:
             assert "episode is over" in str(exc)
     assert (env.reward, json.dumps(env.metrics), len(env._episode.audit)) == before
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("repr exploded")
+
+
+class _SneakyStr(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def _nested(depth: int):
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("bad", [_nested(100_000), _BadRepr(), _SneakyStr("p1"), _SneakyStr("approve_proposal")])
+def test_hostile_arguments_are_invalid_calls_not_crashes(bad):
+    env = ReleaseOpsToolEnv()
+    env.reset(seed=3)
+    attempts = [lambda: env._call_tool("approve_proposal", proposal_id=bad),  # as a value
+                lambda: env._call_tool(bad, proposal_id="p1")]  # as a tool name
+    for attempt in attempts:
+        with pytest.raises(ValueError):
+            attempt()
+        entry = env._episode.audit[-1]
+        assert entry["error"] and entry["reward"] == rewards.INVALID_ACTION
+    result = env._episode.step("approve_proposal", {bad: "p1"} if isinstance(bad, str) else bad)  # as a key / body
+    assert result.error and not env.done  # the episode goes on
+    env.hold_release("awaiting_fix")
+
+
+@pytest.mark.parametrize("seed", ["\u0661\u0662", " 7 ", "1_000", "7.0", "-3", "", True, 3.0])
+def test_seed_must_be_an_int_or_plain_ascii_digits(seed):
+    with pytest.raises(ValueError, match="seed must be"):
+        ReleaseOpsToolEnv().reset(seed=seed)
+
+
+@pytest.mark.parametrize("seed", [7, "7", "0012"])
+def test_int_and_digit_string_seeds_are_accepted(seed):
+    assert ReleaseOpsToolEnv().reset(seed=seed).startswith("{")
+
+
+def test_the_return_bounds_are_real():
+    """RETURN_MAX is attained (a safe ship after paying for as many reveals as the budget allows);
+    no episode of the oracle, the planner or random play leaves [RETURN_MIN, RETURN_MAX]."""
+    from releaseops_arena.baselines import POLICIES, play
+    from releaseops_arena.splits import scenarios
+
+    best = max(play(POLICIES["oracle"](), s)["return"] for s in scenarios("unseen_family", 3000, "easy"))
+    assert best == pytest.approx(rewards.RETURN_MAX)
+    for name in ("planner", "random", "inspect_everything"):
+        for s in scenarios("heldout_seeds", 200):
+            assert rewards.RETURN_MIN <= play(POLICIES[name](), s)["return"] <= rewards.RETURN_MAX

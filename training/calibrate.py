@@ -1,100 +1,201 @@
-"""Regenerate the calibration table: every baseline on the held-out slices.
+"""Regenerate the calibration report: every reference policy and the exploit suite on every slice.
 
-    python -m training.calibrate -n 500          # ~1 minute on 2 cores
+    python -m training.calibrate -n 500          # a few minutes on 2 cores
 
-Writes results/calibration.json, docs/calibration.md and docs/metrics.png, and
-prints each calibration target with its measured value.
+The exploits are fitted on the train split first (per difficulty): the best
+blind script of the grammar (a), the best blind script with one inspection
+(b), and the cue-only classifier (c). Then every policy plays the same `n`
+scenarios per slice. Writes results/calibration.json, docs/calibration.md and
+docs/metrics.png, and prints each target with its measured value.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import platform
+from collections import Counter, defaultdict
 from pathlib import Path
 
-from .evaluate import add_rule_win, evaluate, markdown
+from releaseops_arena import exploits
+from releaseops_arena.scenario_builder import build_scenario
+from releaseops_arena.splits import scenarios
+from releaseops_arena.workers import ANSWERS, answer_weights
+
+from .evaluate import add_rule_win, evaluate, markdown, register_policy
 from .plot_metrics import plot
 
-POLICIES = ["oracle", "rule", "naive", "random", "always_hold", "always_approve", "inspect_everything",
-            "block_everything"]
-SLICES = [("heldout_seeds", "medium"), ("heldout_seeds", "easy"), ("heldout_seeds", "hard"),
-          ("unseen_family", "medium"), ("unseen_mix", "medium")]
+REFERENCE = ["oracle", "planner", "rule", "naive", "random", "always_hold", "always_approve", "inspect_everything",
+             "block_everything"]
+EXPLOITS = ["blind", "blind_probe", "cue_only"]
+SLICES = [(split, d) for d in ("medium", "hard") for split in ("heldout_seeds", "unseen_family", "unseen_mix")]
+INFO_SLICES = [("heldout_seeds", "easy")]
+MI_LIMIT = 0.3
 
 
-def targets(table: dict[str, dict]) -> list[tuple[str, str, bool]]:
-    """The issue's calibration targets on heldout_seeds/medium, as (target, measured, met)."""
-    m = {name: r["metrics"] for name, r in table.items()}
-    oracle_min = min(s["safe_ship"]["rate"] for s in table["oracle"]["by_family"].values())
-    rule = m["rule"]["safe_ship"]["rate"]
-    return [
-        ("oracle safe-ship >= 95% on every family", f"min {100 * oracle_min:.1f}%", oracle_min >= 0.95),
-        ("rule safe-ship in [40%, 75%]", f"{100 * rule:.1f}%", 0.40 <= rule <= 0.75),
-        ("rule >= 20 points below oracle", f"{100 * (m['oracle']['safe_ship']['rate'] - rule):.1f} points",
-         m["oracle"]["safe_ship"]["rate"] - rule >= 0.20),
-        ("naive unsafe-ship >= 50%", f"{100 * m['naive']['unsafe_ship']['rate']:.1f}%",
-         m["naive"]["unsafe_ship"]["rate"] >= 0.50),
-        ("always_hold missed deadline = 100%", f"{100 * m['always_hold']['missed_deadline']['rate']:.1f}%",
-         m["always_hold"]["missed_deadline"]["rate"] == 1.0),
-        ("always_approve unsafe >= 80%", f"{100 * m['always_approve']['unsafe_ship']['rate']:.1f}%",
-         m["always_approve"]["unsafe_ship"]["rate"] >= 0.80),
-        ("inspect_everything mean return < rule's",
-         f"{m['inspect_everything']['mean_return']['mean']:.3f} vs {m['rule']['mean_return']['mean']:.3f}",
-         m["inspect_everything"]["mean_return"]["mean"] < m["rule"]["mean_return"]["mean"]),
-        ("random safe-ship <= 10%", f"{100 * m['random']['safe_ship']['rate']:.1f}%", m["random"]["safe_ship"]["rate"] <= 0.10),
+def fit_exploits(difficulty: str, n: int) -> dict[str, dict]:
+    """Fit the exploit suite on the train split and register it (as `<name>@<difficulty>`)."""
+    blind = exploits.search_blind(difficulty, n=n)
+    probe = exploits.search_blind(difficulty, n=n, allow_inspect=True)
+    cue = exploits.fit_cue_only(difficulty)
+    for name, script in (("blind", blind), ("blind_probe", probe)):
+        params = script.params()
+        register_policy(f"{name}@{difficulty}", lambda p=params: exploits.BlindScript(
+            actions=p["actions"], ship_probes=tuple(p["ship_probes"]), gate_hold=p["gate_hold"], inspect=p["inspect"]))
+    register_policy(f"cue_only@{difficulty}", lambda c=cue: c)
+    return {"blind": blind.params(), "blind_probe": probe.params(),
+            "cue_only": {"block_at": cue.block_at, "ship_block_at": cue.ship_block_at}}
+
+
+def mutual_information(pairs: list[tuple[str, bool]]) -> float:
+    """I(feature; label) in bits, from (value, label) samples."""
+    n = len(pairs)
+    joint = Counter(pairs)
+    values = Counter(v for v, _ in pairs)
+    labels = Counter(lab for _, lab in pairs)
+    return sum(c / n * math.log2(c * n / (values[v] * labels[lab])) for (v, lab), c in joint.items())
+
+
+def information_table(difficulty: str, n: int) -> dict[str, float]:
+    """MI between each visible board feature of a proposal and whether it is a shortcut (train split),
+    plus each question's answer (from the published answer tables at the measured shortcut rate)."""
+    rows = exploits.collect_rows("train", n, difficulty)
+    by_feature: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    for tokens, label in rows:
+        for token in tokens:
+            name, _, value = token.partition("=")
+            by_feature[name].append((value, label))
+    table = {name: round(mutual_information(pairs), 4) for name, pairs in by_feature.items()}
+    rate = sum(lab for _, lab in rows) / len(rows)
+    for question, options in ANSWERS.items():
+        bad, ok = answer_weights(question, True, difficulty), answer_weights(question, False, difficulty)
+        mi = 0.0
+        for wb, wo in zip(bad, ok):
+            pv = rate * wb + (1 - rate) * wo
+            mi += rate * wb * math.log2(wb / pv) + (1 - rate) * wo * math.log2(wo / pv)
+        table[f"answer:{question}"] = round(mi, 4)
+    return table
+
+
+def clean_share(split: str, n: int, difficulty: str) -> float:
+    return sum(not build_scenario(**s).hazards for s in scenarios(split, n, difficulty)) / n
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def targets(results: dict[str, dict], clean: float) -> list[tuple[str, str, bool]]:
+    """The issue's targets on one slice, as (target, measured, met)."""
+    m = {name: r["metrics"] for name, r in results.items()}
+    safe = {name: v["safe_ship"]["rate"] for name, v in m.items()}
+    oracle_min = min(s["safe_ship"]["rate"] for s in results["oracle"]["by_family"].values())
+    planner = safe["planner"]
+    best_exploit = max(safe[e] for e in EXPLOITS)
+    worst_unsafe = min(m["naive"]["unsafe_ship"]["rate"], m["always_approve"]["unsafe_ship"]["rate"])
+    ret = {name: v["mean_return"]["mean"] for name, v in m.items()}
+    out = [
+        ("oracle safe ship >= 95% on every family", f"min {_pts(oracle_min)}%", oracle_min >= 0.95),
+        ("planner safe ship >= 60% and within 30 points of the oracle",
+         f"{_pts(planner)}% ({_pts(safe['oracle'] - planner)} below)", planner >= 0.60 and safe["oracle"] - planner <= 0.30),
     ]
+    for e in ("blind", "blind_probe"):
+        out.append((f"{e} safe ship <= 40% and >= 35 points below the planner",
+                    f"{_pts(safe[e])}% ({_pts(planner - safe[e])} below)", safe[e] <= 0.40 and planner - safe[e] >= 0.35))
+    out += [
+        ("cue_only safe ship >= 20 points below the planner", f"{_pts(safe['cue_only'])}% ({_pts(planner - safe['cue_only'])} below)",
+         planner - safe["cue_only"] >= 0.20),
+        ("inspect_everything mean return below the planner's", f"{ret['inspect_everything']:.3f} vs {ret['planner']:.3f}",
+         ret["inspect_everything"] < ret["planner"]),
+        ("rule safe ship above the best exploit, below the planner",
+         f"{_pts(safe['rule'])}% (best exploit {_pts(best_exploit)}%, planner {_pts(planner)}%)",
+         best_exploit < safe["rule"] < planner),
+        ("naive and always_approve unsafe ship >= 50%", f"{_pts(worst_unsafe)}%", worst_unsafe >= 0.50),
+        ("releases with no shortcut: 15-30%", f"{_pts(clean)}%", 0.15 <= clean <= 0.30),
+    ]
+    return out
 
 
-def run(n: int, workers: int, out_dir: Path, docs_dir: Path) -> dict:
+def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path) -> dict:
     report: dict = {"n": n, "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}",
-                    "slices": {}}
-    for split, difficulty in SLICES:
+                    "exploits": {}, "information": {}, "slices": {}, "targets": {}}
+    for difficulty in ("medium", "hard"):
+        report["exploits"][difficulty] = fit_exploits(difficulty, fit_n)
+        report["information"][difficulty] = information_table(difficulty, 1000)
+    for split, difficulty in SLICES + INFO_SLICES:
         rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
         add_rule_win(rule, rule)
-        results = {name: rule if name == "rule" else
-                   evaluate(name, split, n, difficulty, k=4, workers=workers, baseline=rule, progress=False)
-                   for name in POLICIES}
+        names = REFERENCE + (EXPLOITS if difficulty != "easy" else [])
+        results = {}
+        for name in names:
+            key = f"{name}@{difficulty}" if name in EXPLOITS else name
+            r = rule if name == "rule" else evaluate(key, split, n, difficulty, k=4, workers=workers, baseline=rule,
+                                                      progress=False)
+            r["policy"] = name
+            results[name] = r
         for r in results.values():
-            r.pop("episodes")
-        report["slices"][f"{split}/{difficulty}"] = results
-    main_slice = report["slices"]["heldout_seeds/medium"]
-    report["targets"] = [{"target": t, "measured": v, "met": ok} for t, v, ok in targets(main_slice)]
+            r.pop("episodes", None)
+        slice_name = f"{split}/{difficulty}"
+        report["slices"][slice_name] = results
+        if difficulty != "easy":
+            rows = targets(results, clean_share(split, n, difficulty))
+            worst_mi = max(report["information"][difficulty].values())
+            rows.append((f"max MI of one visible feature vs the label <= {MI_LIMIT} bits", f"{worst_mi:.3f} bits",
+                         worst_mi <= MI_LIMIT))
+            report["targets"][slice_name] = [{"target": t, "measured": v, "met": ok} for t, v, ok in rows]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(json.dumps(report, indent=1))
-    plot([main_slice[p] for p in ("rule", "oracle", "naive", "inspect_everything")], docs_dir / "metrics.png",
-         f"Baselines on held-out seeds, medium ({n} episodes each)")
+    main_slice = report["slices"]["heldout_seeds/medium"]
+    plot([main_slice[p] for p in ("planner", "rule", "blind_probe", "cue_only", "oracle")], docs_dir / "metrics.png",
+         f"Held-out seeds, medium ({n} episodes each)")
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    (docs_dir / "calibration.md").write_text(render(report, n))
+    return report
+
+
+def render(report: dict, n: int) -> str:
     lines = ["# Calibration", "", f"Generated by `python -m training.calibrate -n {n}` on {report['machine']}.",
              "Rates in percent with 95% Wilson intervals; mean return with a 95% normal interval; "
-             "rule win = paired, strictly higher return on the same scenario.", ""]
-    lines += ["## Targets (held-out seeds, medium)", "", "| target | measured | met |", "|---|---|---|"]
-    lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else 'no'} |" for t in report["targets"]]
-    for name, results in report["slices"].items():
-        lines += ["", f"## {name}", "", markdown(list(results.values()))]
-        if "pass_k" in results["random"]:
-            pk = results["random"]["pass_k"]
-            lines += ["", f"random pass^{pk['k']} (safe ship on all {pk['k']} tries): {100 * pk['rate']:.1f}%"]
-    lines += ["", "## Oracle and rule by family (held-out seeds, medium)", "",
-              "| family | oracle safe % | rule safe % | rule mean return |", "|---|---|---|---|"]
-    for fam, m in main_slice["rule"]["by_family"].items():
-        o = main_slice["oracle"]["by_family"][fam]
-        lines.append(f"| {fam} | {100 * o['safe_ship']['rate']:.1f} | {100 * m['safe_ship']['rate']:.1f} | "
-                     f"{m['mean_return']['mean']:.3f} |")
-    docs_dir.mkdir(parents=True, exist_ok=True)
-    (docs_dir / "calibration.md").write_text("\n".join(lines) + "\n")
-    return report
+             "rule win = paired, strictly higher return than `rule` on the same scenario.",
+             "The exploits are fitted on the train split per difficulty (see *Exploit suite*).", "",
+             "## Targets", "", "| slice | target | measured | met |", "|---|---|---|---|"]
+    for slice_name, rows in report["targets"].items():
+        lines += [f"| {slice_name} | {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |" for t in rows]
+    lines += ["", "## Exploit suite (fitted on the train split)", ""]
+    for difficulty, fitted in report["exploits"].items():
+        lines.append(f"- **{difficulty}**: `blind` {json.dumps(fitted['blind'])}; `blind_probe` "
+                     f"{json.dumps(fitted['blind_probe'])}; `cue_only` thresholds {json.dumps(fitted['cue_only'])}")
+    lines += ["", "## Information in single visible features (bits, vs whether the proposal is a shortcut)", "",
+              "| feature | medium | hard |", "|---|---|---|"]
+    info = report["information"]
+    for feature in info["medium"]:
+        lines.append(f"| {feature} | {info['medium'][feature]:.3f} | {info['hard'].get(feature, 0):.3f} |")
+    for slice_name, results in report["slices"].items():
+        lines += ["", f"## {slice_name}", "", markdown(list(results.values()))]
+    lines += ["", "## Oracle and planner by family (held-out seeds and unseen family, medium)", "",
+              "| family | oracle safe % | planner safe % | rule safe % |", "|---|---|---|---|"]
+    for slice_name in ("heldout_seeds/medium", "unseen_family/medium"):
+        res = report["slices"][slice_name]
+        for fam, m in res["planner"]["by_family"].items():
+            lines.append(f"| {fam} | {_pts(res['oracle']['by_family'][fam]['safe_ship']['rate'])} | "
+                         f"{_pts(m['safe_ship']['rate'])} | {_pts(res['rule']['by_family'][fam]['safe_ship']['rate'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("-n", type=int, default=500)
+    parser.add_argument("-n", type=int, default=500, help="scenarios per policy and slice")
+    parser.add_argument("--fit-n", type=int, default=300, help="train scenarios per blind-script evaluation")
     parser.add_argument("--workers", type=int, default=max(1, mp.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     args = parser.parse_args(argv)
-    report = run(args.n, args.workers, args.out, args.docs)
-    for t in report["targets"]:
-        print(f"[{'x' if t['met'] else ' '}] {t['target']}: {t['measured']}")
+    report = run(args.n, args.workers, args.fit_n, args.out, args.docs)
+    for slice_name, rows in report["targets"].items():
+        for t in rows:
+            print(f"[{'x' if t['met'] else ' '}] {slice_name}: {t['target']}: {t['measured']}")
 
 
 if __name__ == "__main__":
