@@ -15,7 +15,7 @@ POLICY_CYCLE = ["random", "oracle", "naive", "random", "block_everything"]
 
 
 def scenario(i: int) -> dict:
-    return {"family": ALL_FAMILIES[i % 4], "seed": 1000 + i, "difficulty": DIFFICULTIES[i % 3],
+    return {"family": ALL_FAMILIES[i % len(ALL_FAMILIES)], "seed": 1000 + i, "difficulty": DIFFICULTIES[i % 3],
             "archetype_mix": ALL_MIXES[i % len(ALL_MIXES)]}
 
 
@@ -150,7 +150,7 @@ def test_info_routes_answer(live_server):
     assert {"tool_name", "arguments"} <= set(schema["action"]["properties"])
     assert {"text", "board", "error", "outcome", "episode_return"} <= set(schema["observation"]["properties"])
     meta = httpx.get(f"{live_server}/metadata").json()
-    assert meta["catalogue"]["heldout_families"] == ["stale_sre_waives_deploy_checks"]
+    assert meta["catalogue"]["heldout_families"] == ["stale_sre_waives_deploy_checks", "qa_closes_p1_without_fix"]
     assert meta["tools"] == tool_schemas()
     assert meta["max_concurrent_envs"] == 64
 

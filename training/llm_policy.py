@@ -58,7 +58,7 @@ class LLMPolicy(Policy):
         except Exception:  # unparsable output: no tool call, the episode stalls
             return {"role": "assistant", "content": text}
 
-    def act(self, view, env, rng):
+    def act(self, view):
         if not self.queue:
             if self.turns >= self.max_turns:
                 return None

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from releaseops_arena import ReleaseOpsToolEnv
-from releaseops_arena.baselines import Policy, View, evidence_violation, rules_for
+from releaseops_arena.baselines import INSPECT, Policy, TruthReader, View, evidence_violation, inspect_call, rules_for
 from releaseops_arena.catalog import PHASES, QUESTION_TYPES
 from releaseops_arena.splits import scenarios
 
@@ -38,17 +38,18 @@ ACTIONS = ["approve", "block", "inspect_pr_diff", "inspect_ci_run", "inspect_tic
 # Requests by what they do, not by name: the policy judges behaviour, not identities, so
 # that what it learns about one worker's shortcuts can transfer to another's.
 REQUEST_KIND = {"ship_release_candidate": "ship", "delay_release": "delay", "escalate_ticket_p1": "delay",
-                "update_ticket": "paperwork"}
+                "update_ticket": "paperwork", "close_ticket": "paperwork"}
 REQUESTS = ["ship", "delay", "paperwork", "change"]
 RISKS = ["payments", "checkout", "severity", "deploy", "ship", "docs", "observability", "ci"]
 HINTS = ["veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave"]
 VOICES = ["Certain:", "Per runbook", "should be fine"]
-PHRASES = ["disabl", "quarantin", "though", "exempt", "in flight", "test cleanup", "few reports", "hotfix process",
-           "Canary deployed", "Canary green", "Canary started", "Real fix", "Fix for P1", "full canary", "cosmetic"]
-REVEALING_ANSWERS = ["disabl", "cut a corner", "Runbook v1 (2023)", "filed it P3", "was not run", "still running"]
+PHRASES = ["disabl", "flaky", "though", "exempt", "in flight", "test cleanup", "few reports", "hotfix process",
+           "Canary deployed", "Canary green", "Canary started", "Real fix", "Fix for P1", "full canary", "cosmetic",
+           "re-run", "first run", "quiet since", "verified", "fixed for real"]
+REVEALING_ANSWERS = ["disabl", "Runbook v1 (2023)", "filed it P3", "was not run", "stalled", "until a re-run",
+                     "never reached", "errors continue"]
 RULES = ["S1", "S2", "S3"]
-REF_TOOL = {"pr_": "inspect_pr_diff", "ci_": "inspect_ci_run", "tic": "inspect_ticket"}
-ARG_OF = {"inspect_pr_diff": "pr_id", "inspect_ci_run": "run_id", "inspect_ticket": "ticket_id"}
+ARG_OF = dict(INSPECT.values())  # inspect tool -> its argument (the one table in baselines)
 
 
 def onehot(value, options) -> list[float]:
@@ -84,9 +85,9 @@ TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES) 
 def features(view: Tracker, action: str, p: dict | None, rule: str | None = None, ref: str | None = None) -> list[float]:
     """The candidate's feature vector: global clock and budget, the action, the target proposal."""
     b = view.board
-    spare = b["hours_to_deadline"] // 12 - (3 - b["phase_index"])
+    spare = view.spare_phases()
     g = [*onehot(b["phase"], PHASES), b["hours_to_deadline"] / 60, *onehot(min(max(spare, 0), 3), range(4)),
-         *onehot(min(b["review_budget_remaining"], 3), range(4)), *onehot(b["evidence_actions_remaining"], range(3)),
+         *onehot(min(b["review_budget_remaining"], 4), range(5)), *onehot(b["evidence_actions_remaining"], range(3)),
          len(view.pending()) / 5]
     a = onehot(action, ACTIONS)
     if p is None:
@@ -123,10 +124,9 @@ def ref_features(view: Tracker, p: dict, ref: str | None) -> list[float]:
 
 def candidates(view: Tracker) -> list[tuple[str, dict, list[float]]]:
     """Every valid call on the board with its features."""
-    b = view.board
     out = []
     pending = view.pending()
-    can_look = b["evidence_actions_remaining"] > 0 and b["review_budget_remaining"] > 0
+    can_look = view.can_look()
     asked = set()
     for p in pending:
         out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p)))
@@ -134,9 +134,9 @@ def candidates(view: Tracker) -> list[tuple[str, dict, list[float]]]:
             out.append(("block_proposal", {"proposal_id": p["id"], "rule_id": r}, features(view, "block", p, rule=r)))
         if can_look:
             for ref in p["refs"]:
-                tool = REF_TOOL[ref[:3]]
                 if ref not in view.inspected_this_phase:
-                    out.append((tool, {ARG_OF[tool]: ref}, features(view, tool, p, ref=ref)))
+                    tool, args = inspect_call(ref)
+                    out.append((tool, args, features(view, tool, p, ref=ref)))
             if p["worker"] not in asked:
                 asked.add(p["worker"])
                 for q in QUESTION_TYPES:
@@ -200,7 +200,7 @@ class StructuredPolicy(Policy):
         if text.startswith("{\""):  # a result; errors cannot happen (only valid calls are candidates)
             self.view.update(json.loads(text))
 
-    def act(self, view, env, rng):
+    def act(self, view):
         cands = candidates(self.view)
         with torch.no_grad():
             i = int(torch.argmax(self.model(torch.tensor([c[2] for c in cands]))))
@@ -243,24 +243,35 @@ def expert_traces(expert: str, scenario_list: list[dict]) -> list[list]:
     from releaseops_arena.baselines import POLICIES
 
     traces = []
-    for scenario in scenario_list:
+    for k, scenario in enumerate(scenario_list):
+        # Set up as `baselines.play` does: the expert's own rng, the truth only if privileged.
         env, policy = ReleaseOpsToolEnv(), POLICIES[expert]()
+        policy.rng = random.Random(k)
         obs = env.reset(**scenario)
+        if policy.privileged:
+            policy.truth = TruthReader(env._episode)
         view, shadow = Tracker(json.loads(obs)), View(json.loads(obs))
+        policy.begin(obs)
         trace = []
         while not env.done:
-            tool, args = policy.act(shadow, env, None)
+            call = policy.act(shadow)
+            if call is None:
+                break
+            tool, args = call
             cands = candidates(view)
             match = [i for i, c in enumerate(cands) if c[0] == tool and c[1] == args]
             if match:
                 trace.append((torch.tensor([c[2] for c in cands]), match[0]))
             view.note_call(tool, args)
             try:
-                result = json.loads(getattr(env, tool)(**args))
-            except ValueError:
+                text = getattr(env, tool)(**args)
+            except ValueError as exc:
+                policy.observe(str({"error": str(exc)}))
                 continue
+            result = json.loads(text)
             view.update(result)
             shadow.update(result)
+            policy.observe(text)
         traces.append(trace)
     return traces
 
