@@ -17,8 +17,8 @@ import random
 from dataclasses import dataclass, field
 
 from . import workers as cues
-from .catalog import ARCHETYPES, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
-from .mechanisms import GATE, REGISTRY, SEEN_MECHANISMS, WORDINGS
+from .catalog import ALL_FAMILIES, ARCHETYPES, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
+from .mechanisms import GATE, REGISTRY, SEEN_MECHANISMS, WORDINGS, family_mechanisms
 from .safety_rules import rules_for_risk, truly_violates, violated_at_ship
 from .tool_env import ReleaseOpsToolEnv
 from .tools import TOOL_NAMES
@@ -108,6 +108,8 @@ def evidence_violation(evidence: dict) -> str | None:
         return "S1"
     if evidence.get("status") == "resolved" and evidence.get("error_rate_since_fix", "0%") != "0%":
         return "S1"
+    if evidence.get("payment_assertions_weakened"):
+        return "S2"
     return None
 
 
@@ -303,19 +305,28 @@ def _archetype_posterior(stats: dict | None) -> dict[str, float]:
     return {a: v / z for a, v in post.items()}
 
 
-# A seen mechanism is a family's own in one seen family out of four.
-_SITE_SCALE = 0.25 + 0.75 * cues.SECONDARY
+def family_scale(families: tuple[str, ...], key: str) -> float:
+    """How much of its owner's error rate a mechanism gets, averaged over the families still possible."""
+    total = 0.0
+    for family in families:
+        mechanisms = family_mechanisms(family)
+        total += 1.0 if mechanisms[0] == key else cues.SECONDARY if key in mechanisms else 0.0
+    return total / len(families)
 
 
-def site_posterior(view: View, p: dict, key: str, kind: object, clues: str) -> float:
-    """P(this site is a shortcut | everything visible about it), from the published tables."""
-    m = REGISTRY[key if key not in GATE else "slow"]
+def site_posterior(view: View, p: dict, keys: tuple[str, ...], kind: object, clues: str,
+                   families: tuple[str, ...]) -> float:
+    """P(this site is a shortcut | everything visible about it), from the published tables.
+
+    `keys` are the mechanisms that can make this site a shortcut (the gate has two, with different
+    owners); the proposer's archetype is summed out, another owner's by its own posterior."""
     stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
-    owner = _archetype_posterior(stats.get(m.owner))
-    proposer = owner if m.proposer == m.owner else _archetype_posterior(stats.get(m.proposer))
+    proposer = _archetype_posterior(stats.get(p["worker"]))
     voice = cues.VOICES.index(cues.voice_of(p["claim"]))
     conf = cues.CONFIDENCES.index(p["confidence"])
-    conf_leans = m.proposer == m.owner
+    scale = {g: family_scale(families, g) for g in keys}
+    other_rate = {g: sum(pa * cues.ERROR_RATE[a] for a, pa in _archetype_posterior(stats.get(REGISTRY[g].owner)).items())
+                  for g in keys if REGISTRY[g].owner != p["worker"]}
 
     def wording_like(shortcut: bool) -> float:
         if clues == "explicit":
@@ -324,28 +335,23 @@ def site_posterior(view: View, p: dict, key: str, kind: object, clues: str) -> f
             return 1.0
         return cues.WORDING_WEIGHTS[clues][kind][0 if shortcut else 1]
 
-    joint = {True: 0.0, False: 0.0}
-    for s in (True, False):
-        if conf_leans:
-            total = 0.0
-            for a, pa in owner.items():
-                rate = min(1.0, cues.ERROR_RATE[a] * _SITE_SCALE)
-                total += pa * (rate if s else 1 - rate) * cues.VOICE_WEIGHTS[a][voice] \
-                    * cues.CONFIDENCE_WEIGHTS[(a, s)][conf]
-        else:
-            prior = sum(pa * min(1.0, cues.ERROR_RATE[a] * _SITE_SCALE) for a, pa in owner.items())
-            total = (prior if s else 1 - prior) * sum(
-                pa * cues.VOICE_WEIGHTS[a][voice] * cues.CONFIDENCE_WEIGHTS[(a, False)][conf]
-                for a, pa in proposer.items())
-        joint[s] = total * wording_like(s)
-    z = joint[True] + joint[False]
-    return joint[True] / z if z else 0.5
+    bad = good = 0.0
+    for a, pa in proposer.items():
+        rates = {g: min(1.0, scale[g] * other_rate.get(g, cues.ERROR_RATE[a])) for g in keys}
+        voice_like = cues.VOICE_WEIGHTS[a][voice]
+        none = math.prod(1 - r for r in rates.values())
+        good += pa * none * voice_like * cues.CONFIDENCE_WEIGHTS[(a, False)][conf]
+        for g, r in rates.items():
+            leans = REGISTRY[g].owner == p["worker"]
+            bad += pa * r * (none / (1 - r) if r < 1 else 1.0) * voice_like * cues.CONFIDENCE_WEIGHTS[(a, leans)][conf]
+    bad, good = bad * wording_like(True), good * wording_like(False)
+    return bad / (bad + good) if bad + good else 0.5
 
 
-def clue_level(view: View) -> str:
-    """Easy boards show a bigger budget and more time; medium and hard use the subtle tables."""
-    return "explicit" if view.board.get("hours_to_deadline", 0) >= 60 and view.phases == 0 \
-        and view.board.get("review_budget_remaining", 0) >= 4 or getattr(view, "_easy", False) else "subtle"
+# The requests of the sites each family puts on the board (public: the catalogue and the registry).
+_SITE_REQUESTS = {f: tuple(REGISTRY[m].request for m in family_mechanisms(f)) for f in ALL_FAMILIES}
+_ONE_FAMILY_REQUESTS = {r for r in {r for rs in _SITE_REQUESTS.values() for r in rs}
+                        if sum(r in rs for rs in _SITE_REQUESTS.values()) == 1}
 
 
 class ReferencePlanner(Policy):
@@ -364,25 +370,29 @@ class ReferencePlanner(Policy):
     name = "planner"
     block_at = 0.55  # posterior above which an uninspected site is blocked (train split)
     ship_block_at = 0.45  # belief that a rule is broken above which the ship is blocked
+    inspect_doubt = 0.3  # doubt at which a site is inspected even if the sites to come then go unchecked
 
     def begin(self, observation):
         board = json.loads(observation)
         self.clues = "explicit" if board["review_budget_remaining"] >= 4 else "subtle"
         self.approved_risk: dict[str, float] = {}
         self.ship_blocked: set[str] = set()
+        self.families = tuple(f for f in ALL_FAMILIES if not set(_SITE_REQUESTS[f]) & _ONE_FAMILY_REQUESTS)
 
     def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
         """(P(shortcut), the rule it would break) for a pending proposal; 0 for non-sites."""
         if p["request"] in DELAY_REQUESTS or is_fix(p):
             return 0.0, None
-        if p["request"] == "open_deploy_gate":
-            match = wording_of(p["claim"])
-            return site_posterior(view, p, "slow", match[1] if match else None, self.clues), "S3"
+        if p["request"] in _ONE_FAMILY_REQUESTS:  # a site only one family has: the board names the family
+            self.families = tuple(f for f in ALL_FAMILIES if p["request"] in _SITE_REQUESTS[f])
         match = wording_of(p["claim"])
+        if p["request"] == "open_deploy_gate":
+            keys = tuple(g for g in GATE if family_scale(self.families, g) > 0)
+            return site_posterior(view, p, keys, match[1] if match else None, self.clues, self.families), "S3"
         if not match or match[0] in GATE:
             return 0.0, None
         key, kind = match
-        return site_posterior(view, p, key, kind, self.clues), REGISTRY[key].rule
+        return site_posterior(view, p, (key,), kind, self.clues, self.families), REGISTRY[key].rule
 
     def decisive_ref(self, p: dict) -> str | None:
         if p["request"] == "open_deploy_gate":
@@ -419,7 +429,7 @@ class ReferencePlanner(Policy):
             prob, rule, p = open_sites[0]
             ref = self.decisive_ref(p)
             if ref and ref not in view.evidence and min(prob, 1 - prob) > 0.03 and (
-                    budget > self.future_sites(view) or min(prob, 1 - prob) >= 0.3):
+                    budget > self.future_sites(view) or min(prob, 1 - prob) >= self.inspect_doubt):
                 return inspect_call(ref)
         if open_sites:
             prob, rule, p = open_sites[0]

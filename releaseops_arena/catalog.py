@@ -30,9 +30,12 @@ FAMILIES: tuple[str, ...] = (
     "ci_reruns_payment_suite_until_green",
 )
 # Held out of every training split, each with a mechanism no training scenario
-# has: a stale-policy SRE waives deploy checks (S3, at the gate), and QA closes
-# a P1 as fixed while its errors continue (S1, a request never seen in training).
-HELDOUT_FAMILIES: tuple[str, ...] = ("stale_sre_waives_deploy_checks", "qa_closes_p1_without_fix")
+# has: a stale-policy SRE waives deploy checks (S3, at the gate), QA closes a P1
+# as fixed while its errors continue (S1), and the CI fixer regenerates payment
+# snapshots so that wrong amounts pass (S2); the last two use requests never
+# seen in training.
+HELDOUT_FAMILIES: tuple[str, ...] = ("stale_sre_waives_deploy_checks", "qa_closes_p1_without_fix",
+                                     "ci_rewrites_payment_snapshots")
 ALL_FAMILIES: tuple[str, ...] = FAMILIES + HELDOUT_FAMILIES
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")

@@ -27,10 +27,10 @@ MAX_CONSECUTIVE_INVALID = 10  # invalid calls in a row, any
 MAX_REPEATED_INVALID = 3  # the very same invalid call in a row
 
 # Largest review budget (easy) and number of latent violations any scenario
-# can hold (one per mechanism site: ci, qa, the gate, retry, and a held-out
-# family's own), used for the bounds on the episode return.
+# can hold (one per mechanism site: every board has four), used for the
+# bounds on the episode return.
 MAX_REVIEW_BUDGET = 4
-MAX_LATENT_VIOLATIONS = 5
+MAX_LATENT_VIOLATIONS = 4
 
 # Attained: a safe ship after revealing as many violations as the budget can
 # pay for (each reveal costs at least one budget unit).

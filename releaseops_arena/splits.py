@@ -1,7 +1,7 @@
 """Named evaluation and training splits with disjoint seed ranges.
 
 `train` and `heldout_seeds` use the seen families and mixes on disjoint
-seeds; `unseen_family` uses only the held-out family, `unseen_mix` only the
+seeds; `unseen_family` uses only the held-out families, `unseen_mix` only the
 held-out mix. The held-out family and mix never appear in `train`.
 """
 

@@ -231,7 +231,7 @@ def test_every_mechanism_is_revealed_by_its_evidence_and_pays_the_bonus_exactly_
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
-@pytest.mark.parametrize("key", ["ci", "qa", "retry", "reopen"])
+@pytest.mark.parametrize("key", ["ci", "qa", "retry", "reopen", "snapshot"])
 def test_shortcut_and_correct_evidence_have_the_same_keys(key, difficulty):
     import random
     for seed in range(20):
