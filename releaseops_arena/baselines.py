@@ -364,7 +364,8 @@ class ReferencePlanner(Policy):
       the budget covers it and the sites still to come (two at the gate stage, none after).
     - Uninspected sites are blocked when a block's expected value beats an approval's, given the
       spare phases (a false block costs two).
-    - At the ship, a rule the planner believes broken is blocked once if a spare phase remains.
+    - At the ship, a rule the planner believes broken is blocked once if the spare phases pay for
+      the late catch (one for S3, two for a code fix).
     """
 
     name = "planner"
@@ -447,8 +448,10 @@ class ReferencePlanner(Policy):
             self.approved_risk[shown] = 1.0
         if looked and not shown:
             self.approved_risk["S3"] = 0.0
-        candidates = [(b, r) for r, b in self.approved_risk.items() if r not in self.ship_blocked]
-        if candidates and view.spare_phases() >= 1:
+        # A late S3 catch costs the ship phase again; a late code fix (S1, S2) one more for the gate.
+        candidates = [(b, r) for r, b in self.approved_risk.items() if r not in self.ship_blocked
+                      and view.spare_phases() >= (1 if r == "S3" else 2)]
+        if candidates:
             belief, rule = max(candidates)
             if belief >= self.ship_block_at:
                 self.ship_blocked.add(rule)

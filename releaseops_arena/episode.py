@@ -20,6 +20,7 @@ from .tools import TOOL_NAMES, TOOL_SPECS
 from .workers import noisy_answer
 from .world import Proposal
 
+LATE_CODE_FIXES = ("ci_real_fix", "ci_suite_fix", "p1_fix")  # fixes that re-enter the pipeline
 MAX_ARG_CHARS = 64  # longer arguments are refused (and echoed back truncated)
 _USAGE = {name: f"{name}({', '.join(spec)})" for name, spec in TOOL_SPECS.items()}
 
@@ -362,7 +363,11 @@ class Episode:
                     fixes.append(v.id)
                 elif w.deploy_checks == "running":
                     w.canary_release = True  # the gate or the ship waits for the canary: it finishes now
-        w.round += 1 + (1 if self._delay else 0) + appeals
+        # A code fix caught only at the ship must land and pass the deploy gate
+        # again: one more phase. Catching a shortcut at its site costs nothing,
+        # so looking early pays, and blocking the ship on a hunch rarely fits.
+        late = 1 if ship_blocked and any(w.violations[v].fix_kind in LATE_CODE_FIXES for v in fixes) else 0
+        w.round += 1 + (1 if self._delay else 0) + appeals + late
         self._delay = False
         if w.canary_release:
             w.canary_release = False

@@ -96,17 +96,36 @@ def test_a_ship_block_citing_a_rule_the_ship_does_not_break_is_a_false_block():
     assert not [p for p in pending(env) if p.truth.fixes]  # no fix comes back for a rule not broken
 
 
-def test_a_ship_block_citing_the_broken_rule_brings_back_its_fix_for_one_phase():
+def test_a_ship_block_citing_the_broken_rule_brings_back_its_fix_and_a_late_code_fix_costs_the_gate_again():
     env, _ = started(find("qa_undercalls_p1_checkout_bug", {"qa"}, "easy"))
     approve_all_but_ship(env)
     before, ship = hours(env), by_request(env, "ship_release_candidate")
     env.block_proposal(ship.id, "S1")
     assert env._episode.counters.false_blocks == 0
-    assert hours(env) == before - 12
+    assert hours(env) == before - 24  # the ship phase again, and the gate for the late fix
     fix = next(p for p in pending(env) if p.truth.fixes)
     env.approve_proposal(fix.id)
     env.approve_proposal(by_request(env, "ship_release_candidate").id)
     assert env.metrics["outcome"] == "safe_ship"
+
+
+def test_a_late_s3_catch_at_the_ship_costs_one_phase():
+    env, _ = started(find("release_manager_ships_before_evidence", {"slow"}))
+    approve_all_but_ship(env)
+    before = hours(env)
+    env.block_proposal(by_request(env, "ship_release_candidate").id, "S3")
+    assert hours(env) == before - 12 and world(env).deploy_checks == "passed"
+    env.approve_proposal(by_request(env, "ship_release_candidate").id)
+    assert env.metrics["outcome"] == "safe_ship"
+
+
+def test_a_salted_generator_draws_different_worlds(monkeypatch):
+    from releaseops_arena.scenario_builder import SALT_ENV
+    public = Episode("green_ci_disabled_payment_test", 5, "medium", "random").initial_observation
+    monkeypatch.setenv(SALT_ENV, "private-eval-2026")
+    salted = Episode("green_ci_disabled_payment_test", 5, "medium", "random").initial_observation
+    assert salted != public
+    assert salted == Episode("green_ci_disabled_payment_test", 5, "medium", "random").initial_observation
 
 
 @pytest.mark.parametrize("key", ["ci", "qa", "retry"])

@@ -43,7 +43,7 @@ def fit_exploits(difficulty: str, n: int) -> dict[str, dict]:
     for name, script in (("blind", blind), ("blind_probe", probe)):
         params = script.params()
         register_policy(f"{name}@{difficulty}", lambda p=params: exploits.BlindScript(
-            actions=p["actions"], ship_probes=tuple(p["ship_probes"]), gate_hold=p["gate_hold"], inspect=p["inspect"]))
+            **{**p, "ship_probes": tuple(p["ship_probes"])}))
     register_policy(f"cue_only@{difficulty}", lambda c=cue: c)
     return {"blind": blind.params(), "blind_probe": probe.params(),
             "cue_only": {"block_at": cue.block_at, "ship_block_at": cue.ship_block_at}}
