@@ -236,7 +236,7 @@ def meters_html(sess: Session | None) -> str:
         f"<div class='ro-muted' style='font-size:11px;line-height:1.3'>ship {_signed(rewards.SAFE_SHIP)} / "
         f"{_signed(rewards.UNSAFE_SHIP)} unsafe / {_signed(rewards.MISSED_DEADLINE)} late · budget unit "
         f"{_signed(rewards.BUDGET_UNIT)} · invalid {_signed(rewards.INVALID_ACTION)} · discovery "
-        f"{_signed(rewards.DISCOVERY)}</div></div>"
+        f"{_signed(rewards.DISCOVERY)} each, paid at the end</div></div>"
         "</div>"
     )
 

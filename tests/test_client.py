@@ -38,7 +38,9 @@ from client import remote_tool_env as rte
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
 from releaseops_arena.baselines import POLICIES, play
 from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
-from tests.live_server import free_port, live_server, run_live_server  # noqa: F401  (live_server: fixture)
+from tests.live_server import (  # noqa: F401  (live_server: fixture)
+    HEALTH_TIMEOUT_S, free_port, live_server, run_live_server,
+)
 
 def readme_snippet() -> str:
     """The README's GenericEnvClient block, verbatim: the test runs what readers copy."""
@@ -365,20 +367,32 @@ def test_the_next_reset_reconnects_after_a_server_restart():
     assert impatient.session_error and patient.session_error is None
     with pytest.raises(ConnectionError):
         impatient.reset(**SCENARIO)
-    up, stop = threading.Event(), threading.Event()
+    # A new server on the same address, started only once the patient reset has failed against the
+    # empty address, so that the reset below must retry (no fixed sleep decides the order).
+    failed_once, up, stop = threading.Event(), threading.Event(), threading.Event()
+    drop = patient._drop_client
 
-    def serve_again():  # a new server on the same address, a moment later
-        time.sleep(0.5)
+    def noting_drop():  # called after every failed connection attempt
+        failed_once.set()
+        drop()
+
+    patient._drop_client = noting_drop
+
+    def serve_again():
+        if not failed_once.wait(HEALTH_TIMEOUT_S):
+            return
         with run_live_server(port=port):
             up.set()
-            stop.wait(60)
+            stop.wait(HEALTH_TIMEOUT_S)
 
     thread = threading.Thread(target=serve_again)
     thread.start()
     try:
         board = local.reset(**SCENARIO)
         assert patient.reset(**SCENARIO) == board  # retried with backoff until the server answered
-        assert up.is_set()
+        assert failed_once.is_set()  # its first attempt found no server
+        assert up.wait(HEALTH_TIMEOUT_S)  # the restarted server answered (its health poll may lag the reset)
+        patient._drop_client = drop
         assert impatient.reset(**SCENARIO) == board and impatient.session_error is None
         args = {"worker_id": "qa_triage", "question_type": "policy_basis"}
         want = outcome_of(local, "ask_worker", args)

@@ -7,7 +7,7 @@ import re
 import httpx
 import pytest
 
-from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, tool_schemas
+from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, tool_schemas
 from releaseops_arena.catalog import ARCHETYPES
 from tests.wire import local_transcript, open_socket, remote_replay, send
 
@@ -150,7 +150,9 @@ def test_info_routes_answer(live_server):
     assert {"tool_name", "arguments"} <= set(schema["action"]["properties"])
     assert {"text", "board", "error", "outcome", "episode_return"} <= set(schema["observation"]["properties"])
     meta = httpx.get(f"{live_server}/metadata").json()
-    assert meta["catalogue"]["heldout_families"] == ["stale_sre_waives_deploy_checks", "qa_closes_p1_without_fix"]
+    assert meta["catalogue"]["families"] == list(FAMILIES)
+    assert meta["catalogue"]["heldout_families"] == list(HELDOUT_FAMILIES)
+    assert "stale_sre_waives_deploy_checks" in HELDOUT_FAMILIES and not set(FAMILIES) & set(HELDOUT_FAMILIES)
     assert meta["tools"] == tool_schemas()
     assert meta["max_concurrent_envs"] == 64
 

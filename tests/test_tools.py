@@ -77,7 +77,16 @@ def test_reset_ignores_extra_dataset_columns_and_uses_defaults():
     ({"archetype_mix": "all_evil"}, "valid: shortcut_ci__careful_qa"),
     ({"seed": -3}, "non-negative integer"),
     ({"seed": "abc"}, "non-negative integer"),
+    ({"seed": "\u0663"}, "string of ASCII digits"),  # a digit int() would take, but not an ASCII one
+    ({"seed": " 7"}, "string of ASCII digits"),
+    ({"seed": "7.0"}, "string of ASCII digits"),
+    ({"seed": True}, "non-negative integer"),
+    ({"seed": 7.0}, "non-negative integer"),
 ])
 def test_reset_refuses_unknown_values_listing_valid_ones(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ReleaseOpsToolEnv().reset(**kwargs)
+
+
+def test_a_seed_of_ascii_digits_is_that_integer():
+    assert ReleaseOpsToolEnv().reset(seed="7") == ReleaseOpsToolEnv().reset(seed=7)
