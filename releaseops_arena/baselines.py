@@ -241,7 +241,7 @@ class TruthReader:
         open_s3 = [v.id for v in w.violations.values() if v.rule == "S3" and v.open]
         for ref in refs:
             vid = (open_s3[0] if open_s3 else None) if ref == w.deploy_run else w.reveals.get(ref)
-            if ref != w.deploy_run and vid and not (w.violations[vid].open or ep._latent(vid)):
+            if ref != w.deploy_run and vid and not (w.violations[vid].open or ep.latent(vid)):
                 vid = None
             if vid and vid not in ep.counters.discovered:
                 return ref

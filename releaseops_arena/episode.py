@@ -418,13 +418,13 @@ class Episode:
             reveals = open_s3[0] if open_s3 else None
             if w.deploy_checks == "running":
                 w.canary_seen_running = True
-        elif reveals and not w.violations[reveals].open and not self._latent(reveals):
+        elif reveals and not w.violations[reveals].open and not self.latent(reveals):
             reveals = None  # already fixed: the evidence is history, not a violation
         self._discover(reveals)
         return {"tool": tool, key: artifact_id, "evidence": evidence,
                 "review_budget_remaining": w.budget_left, "evidence_actions_remaining": w.evidence_left}
 
-    def _latent(self, vid: str) -> bool:
+    def latent(self, vid: str) -> bool:
         """A violation one approval away: its site is still pending."""
         return any(p.truth.violation == vid and p.truth.introduces and p.status == "pending"
                    for p in self.world.proposals.values())
