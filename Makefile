@@ -1,4 +1,5 @@
-# Two entry points: `make serve` and `make test`. Everything else is plumbing.
+# Entry points: `make serve`, `make test` (the whole suite) and `make test-fast`
+# (the engine tier, for the edit loop). Everything else is plumbing.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -8,7 +9,7 @@ SERVE_STAMP := $(VENV)/.serve-$(shell cksum pyproject.toml | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test
+.PHONY: serve test test-fast browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,5 +30,16 @@ serve: $(SERVE_STAMP)
 	ENABLE_WEB_INTERFACE=true $(PY) -m uvicorn server.app:app --host $(HOST) --port $(PORT) \
 		--ws-ping-interval 20 --ws-ping-timeout 120
 
-test: $(STAMP)
+# As root on Debian, the browser tests' Chromium is installed when missing
+# (as .ci/run does); elsewhere those tests skip and the summary says how to enable them.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium \
+		|| { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; }; \
+	fi
+
+test: $(STAMP) browser
 	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m engine -q

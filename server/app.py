@@ -21,6 +21,7 @@ from releaseops_arena import catalog, rewards
 from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 from releaseops_arena.tools import tool_schemas
 
+from .frame_guard import FrameGuard
 from .releaseops_environment import ReleaseOpsEnvironment
 
 MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))
@@ -53,6 +54,10 @@ app = create_app(
     custom_tab_name="Release board",
     custom_tab_primary=True,
 )
+
+# Frames OpenEnv's handlers would die on (non-object JSON, binary, huge) are
+# answered at our boundary instead, and the session plays on (frame_guard.py).
+app.add_middleware(FrameGuard)
 
 # OpenEnv's /metadata only carries name/description/version; ours adds the
 # catalogue, the tool schemas and the reward table (a superset, so

@@ -115,16 +115,18 @@ def run_live_server(
     host: str = "127.0.0.1",
     port: Optional[int] = None,
     timeout: float = HEALTH_TIMEOUT_S,
+    log_path: Optional[Path] = None,
 ) -> Iterator[str]:
     """Start the server, wait for /health, yield its base URL, stop it.
 
     `env` overrides the inherited environment (a value of None removes the
     variable), e.g. {"MAX_CONCURRENT_ENVS": "2", "ENABLE_WEB_INTERFACE": "true"}.
+    With `log_path`, the server's output is kept in that file (for tests that read it).
     """
     port = port or free_port(host)
     child_env = child_environment(env)
     base_url = f"http://{host}:{port}"
-    with tempfile.TemporaryFile(mode="w+b") as log:
+    with (open(log_path, "w+b") if log_path else tempfile.TemporaryFile(mode="w+b")) as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "server.app:app", "--host", host, "--port", str(port)],
             cwd=REPO_ROOT, env=child_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -38,6 +38,7 @@ from client import remote_tool_env as rte
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
 from releaseops_arena.baselines import POLICIES, play
 from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+from tests.wire import wait_for_free_slots
 from tests.live_server import (  # noqa: F401  (live_server: fixture)
     HEALTH_TIMEOUT_S, free_port, live_server, run_live_server,
 )
@@ -409,7 +410,10 @@ def test_a_session_freed_by_the_idle_reaper_is_lost_and_reset_reconnects(servers
     stepped.reset(**SCENARIO)
     reset_only.reset(**SCENARIO)
     # The reaper runs every 5 s and frees sessions idle for over 1 s; their sockets stay open.
-    time.sleep(7)  # > one reaper interval (5 s) + the timeout (1 s)
+    # Both slots come free only once the reaper has freed both idle sessions.
+    t0 = time.monotonic()
+    asyncio.run(wait_for_free_slots(servers["reaper"], 2, timeout=20))
+    assert time.monotonic() - t0 >= 0.9  # not before the configured idle timeout
     with pytest.raises(SessionLostError, match="idle timeout"):
         stepped.hold_release("awaiting_fix")
     board = local.reset(**SCENARIO)

@@ -5,7 +5,8 @@ in $CONTAINER_STANDIN): a private Docker engine with a local `python:3.11-slim`
 stand-in, since no registry is reachable. Its containers share the host's
 network, so the container is told which port to serve on with `-e PORT=...`.
 Without the stand-in, a working `docker` CLI is used (also with
-`--network host`). If no engine can be started the tests skip, saying why.
+`--network host`). If no engine can be started the tests skip, saying why, or
+fail with REQUIRE_CONTAINER=1 (as `.ci/run` sets). As non-root they use sudo.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ def _tail(text: str, n: int = 3000) -> str:
 class Engine:
     """`build` / `run` / `docker ...` through the stand-in, or plain docker."""
 
-    def __init__(self, standin: Path | None):
+    def __init__(self, standin: Path | None, prefix: list[str] | None = None):
         self.standin = standin
+        self.prefix = prefix or []  # sudo, where the stand-in needs root and we are not
 
     def _cmd(self, verb: str, *args: str) -> list[str]:
         if self.standin:
-            return [str(self.standin), verb, *args] if verb in ("build", "run") else [str(self.standin), "docker", verb, *args]
+            base = [*self.prefix, str(self.standin)]
+            return [*base, verb, *args] if verb in ("build", "run") else [*base, "docker", verb, *args]
         if verb in ("build", "run"):
             return ["docker", verb, "--network", "host", *args]
         return ["docker", verb, *args]
@@ -66,6 +69,13 @@ def _find_standin() -> Path | None:
     return next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
 
 
+def _unavailable(reason: str):
+    """Skip, or fail where the run requires the container tier (REQUIRE_CONTAINER=1, as in CI)."""
+    if os.environ.get("REQUIRE_CONTAINER") == "1":
+        pytest.fail(f"REQUIRE_CONTAINER=1 but no container engine: {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def engine() -> Engine:
     standin = _find_standin()
@@ -73,18 +83,25 @@ def engine() -> Engine:
         docker = shutil.which("docker")
         if docker and subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0:
             return Engine(None)
-        pytest.skip("no container engine: container-standin not found (set CONTAINER_STANDIN) "
-                    "and no working `docker` CLI")
+        _unavailable("container-standin not found (set CONTAINER_STANDIN) and no working `docker` CLI")
+    prefix: list[str] = []
     if os.geteuid() != 0:
-        pytest.skip(f"{standin} needs root to start its Docker engine (running as uid {os.geteuid()})")
+        if not shutil.which("sudo") or subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode != 0:
+            _unavailable(f"{standin} needs root to start its Docker engine (uid {os.geteuid()}, no passwordless sudo)")
+        prefix = ["sudo", "-n", "-E"]
     t0 = time.monotonic()
-    proc = subprocess.run([str(standin), "up"], capture_output=True, text=True, timeout=900,
+    proc = subprocess.run([*prefix, str(standin), "up"], capture_output=True, text=True, timeout=900,
                           stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
-        pytest.skip(f"`container-standin up` could not start a Docker engine (rc={proc.returncode}):\n"
-                    f"{_tail(proc.stderr, 2000)}")
+        # `up` ends with its own pip probe, which can fail while the engine works; the engine is
+        # usable if it answers and holds the base image.
+        ready = subprocess.run([*prefix, str(standin), "docker", "image", "inspect", "python:3.11-slim"],
+                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if ready.returncode != 0:
+            _unavailable(f"`container-standin up` could not start a Docker engine (rc={proc.returncode}):\n"
+                         f"{_tail(proc.stderr, 2000)}")
     print(f"\n[container] engine up in {time.monotonic() - t0:.1f}s")
-    return Engine(standin)
+    return Engine(standin, prefix)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """CPU smoke tests of the training pipeline: a tiny offline model, SFT warm start, GRPO, evaluation."""
 
 import json
-import math
 
 import pytest
 
@@ -36,7 +35,7 @@ def step_logs(history):
     return [h for h in history if "rewards/releaseops_return/mean" in h]
 
 
-def test_grpo_in_process_discovers_the_tools_and_learns_from_environment_rewards(tiny_sft, tmp_path):
+def test_grpo_in_process_discovers_the_seven_tools_and_receives_varied_environment_rewards(tiny_sft, tmp_path):
     result = train_grpo.train(grpo_args(tiny_sft, tmp_path))
     assert result["tools"] == SEVEN
     logs = step_logs(result["log_history"])
@@ -80,5 +79,12 @@ def test_a_checkpoint_is_evaluated_by_the_same_harness(tiny_sft):
     result = evaluate(f"hf:{tiny_sft}", "heldout_seeds", 3, "easy", progress=False)
     m = result["metrics"]
     assert m["episodes"] == 3
-    assert math.isclose(m["safe_ship"]["rate"] + m["unsafe_ship"]["rate"] + m["missed_deadline"]["rate"], 1.0,
-                        abs_tol=1e-3)
+    # The harness reports what the checkpoint really did: replaying it by hand on the same
+    # scenarios gives the same returns, episode by episode.
+    from releaseops_arena.baselines import play
+    from releaseops_arena.splits import scenarios
+    from training.evaluate import make_policy
+
+    by_hand = [play(make_policy(f"hf:{tiny_sft}"), s, i * 7919)["return"]
+               for i, s in enumerate(scenarios("heldout_seeds", 3, "easy"))]
+    assert [e["episode_return"] for e in result["episodes"]] == pytest.approx(by_hand)

@@ -8,6 +8,7 @@ Screenshots land in artifacts/web/*.png (git-ignored).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -50,9 +51,12 @@ def web_url():
 
 @pytest.fixture(scope="module")
 def playwright():
-    sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+        reason = f"{CHROMIUM} is not installed (apt-get install chromium)"
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    from playwright import sync_api
     with sync_api.sync_playwright() as pw:
         yield pw
 

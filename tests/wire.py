@@ -48,3 +48,32 @@ async def remote_replay(ws, local: dict) -> dict:
 
 def open_socket(base: str, **kwargs):
     return connect(ws_url(base), max_size=2**22, **kwargs)
+
+
+async def wait_for_free_slots(base: str, n: int, timeout: float = 15.0) -> None:
+    """Poll until `n` sessions can be opened at once: the server frees a closed session's slot
+    asynchronously, so a test waits for the condition itself, not for a fixed time."""
+    import asyncio
+
+    from websockets.exceptions import ConnectionClosed
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        sockets, ok = [], True
+        try:
+            for _ in range(n):
+                sockets.append(await open_socket(base).__aenter__())
+                reply = await send(sockets[-1], {"type": "reset", "data": {"seed": 1}})
+                if reply["type"] != "observation":
+                    ok = False
+                    break
+        except ConnectionClosed:
+            ok = False
+        finally:
+            for ws in sockets:
+                await ws.close()
+        if ok:
+            return
+        assert loop.time() < deadline, f"{n} session slots did not come free within {timeout} s"
+        await asyncio.sleep(0.05)

@@ -1,0 +1,67 @@
+"""Answer any WebSocket frame the OpenEnv handlers would die on, at our app's boundary.
+
+OpenEnv 0.10's `/ws` and `/mcp` handlers call `.get` on whatever JSON a frame
+holds and `receive_text()` on binary frames: a frame like `[1,2,3]`, `"x"`,
+`42`, a binary frame or deeply nested JSON ends the session with
+`SESSION_ERROR`. This ASGI middleware sits in front of them and answers such a
+frame itself, with the error frame the handler would send for bad JSON, and
+the session plays on. Valid frames pass through untouched; nothing in the
+installed package is patched.
+"""
+
+from __future__ import annotations
+
+import json
+
+MAX_FRAME_CHARS = 1 << 20  # 1 MiB: a step is under 300 bytes; larger frames are answered, not parsed
+GUARDED = {"/ws": "openenv", "/mcp": "jsonrpc"}
+
+
+def _problem(message: dict) -> str | None:
+    """Why a frame cannot reach the handler, or None if it can."""
+    text = message.get("text")
+    if text is None:
+        return "binary frames are not supported; send a JSON object as a text frame"
+    if len(text) > MAX_FRAME_CHARS:
+        return f"frame too large ({len(text)} chars; at most {MAX_FRAME_CHARS})"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # the handler answers INVALID_JSON itself
+    except (RecursionError, ValueError) as exc:  # nesting deeper than the parser allows
+        return f"invalid JSON ({type(exc).__name__})"
+    if not isinstance(value, dict):
+        return f"a message must be a JSON object, got {type(value).__name__}"
+    return None
+
+
+def _error_frame(kind: str, reason: str) -> str:
+    if kind == "jsonrpc":
+        return json.dumps({"jsonrpc": "2.0", "id": None,
+                           "error": {"code": -32600, "message": f"Invalid request: {reason}"}})
+    hint = 'send {"type": "reset" | "step" | "state" | "close" | "mcp", "data": {...}}'
+    return json.dumps({"type": "error", "data": {"message": f"{reason}; {hint}", "code": "INVALID_JSON"}})
+
+
+class FrameGuard:
+    """ASGI middleware: guards the WebSocket routes in GUARDED, passes everything else through."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        kind = GUARDED.get(scope.get("path", "")) if scope["type"] == "websocket" else None
+        if kind is None:
+            return await self.app(scope, receive, send)
+
+        async def guarded_receive():
+            while True:
+                message = await receive()
+                if message["type"] != "websocket.receive":
+                    return message
+                reason = _problem(message)
+                if reason is None:
+                    return message
+                await send({"type": "websocket.send", "text": _error_frame(kind, reason)})
+
+        return await self.app(scope, guarded_receive, send)
