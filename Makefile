@@ -11,6 +11,11 @@ PORT ?= 8000
 
 .PHONY: serve test test-fast browser
 
+# setuptools warns on every editable install of a package whose folders are
+# mapped (server/ -> releaseops_arena.server, see pyproject.toml); the layout is
+# deliberate, so that one warning is silenced, nothing else.
+export PYTHONWARNINGS := ignore:Editable installation
+
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
