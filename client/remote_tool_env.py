@@ -59,6 +59,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State as _WsState
 
 from releaseops_arena import catalog
+from releaseops_arena.catalog import END_EPISODE
 from releaseops_arena.openenv_models import ReleaseOpsAction
 from releaseops_arena.tools import SupervisorTools
 
@@ -265,6 +266,8 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         self.base_url = _parse_urls(base_url)[0] if base_url is not None else _next_env_url()
         self.reward = 0.0
         self.done = False
+        self.terminated = False
+        self.truncated = False
         self.metrics: dict = {}
         # Why the running episode's session was lost (None while it is fine). A
         # reward function may drop such rollouts (return None) instead of
@@ -296,10 +299,21 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         observation = result.observation
         self.reward = float(observation.episode_return)
         self.done = bool(result.done)
+        self.terminated = self.truncated = False
         self.metrics = {}
         self._episode_running = True
         self.session_error = None
         return observation.text
+
+    def get_reward(self) -> float:
+        """The verified episode return. An episode still running is ended on the server (TRL calls this
+        once per rollout, after the model stopped calling tools), which scores it as in-process."""
+        if self._episode_running and not self.done and self.session_error is None:
+            try:
+                self._call_tool(END_EPISODE)
+            except SessionLostError:
+                pass  # the session is gone; `session_error` says why and the return so far stands
+        return self.reward
 
     # ---- the seven tools come from SupervisorTools and land here
 
@@ -329,6 +343,8 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         self.done = bool(result.done)
         if result.done:
             self.metrics = dict((result.metadata or {}).get("metrics", {}))
+            self.terminated = bool(self.metrics.get("terminated"))
+            self.truncated = bool(self.metrics.get("truncated"))
         if observation.error is not None:
             raise ValueError(observation.error)
         return observation.text

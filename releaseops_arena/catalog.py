@@ -66,6 +66,11 @@ HOLD_REASONS: tuple[str, ...] = ("awaiting_fix", "risk_too_high", "policy_unclea
 
 OUTCOMES: tuple[str, ...] = ("safe_ship", "unsafe_ship", "missed_deadline")
 
+# The one control action on the wire besides the seven tools (never listed as a
+# tool): a remote trainer ends an episode its model stopped playing, and the
+# engine scores it exactly as in-process (`Episode.abandon`).
+END_EPISODE = "end_episode"
+
 DEFAULT_SCENARIO: dict[str, object] = {
     "family": FAMILIES[0],
     "seed": 0,

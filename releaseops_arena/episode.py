@@ -47,6 +47,14 @@ class EpisodeOver(ValueError):
     """A call after the episode ended (V4)."""
 
 
+# Why an episode stops. A release that ends (it shipped, or its real deadline
+# passed) is *terminated*; an episode that was cut before the release could end
+# (the step cap, a no-progress loop, a policy that stopped calling tools) is
+# *truncated*, as in Gymnasium. Both are scored: a cut episode as a missed deadline.
+TERMINATED_REASONS = ("safe_ship", "unsafe_ship", "deadline")
+TRUNCATED_REASONS = ("step_cap", "no_progress_loop", "abandoned")
+
+
 @dataclass
 class StepResult:
     text: str
@@ -54,6 +62,8 @@ class StepResult:
     done: bool
     error: str | None = None
     outcome: str | None = None
+    terminated: bool = False  # the release ended: shipped, or its deadline passed
+    truncated: bool = False  # the episode was cut: step cap, no-progress loop, abandoned
 
 
 @dataclass
@@ -145,19 +155,30 @@ class Episode:
             "arguments": _audit_args(arguments), "budget_cost": c.budget_used - spent_before,
             "reward": round(reward, 6), "result": None if error else text, "error": error,
             "terminal": self.terminal_reason if self.done else None,
+            "truncated": self.truncated if self.done else None,
         })
-        return StepResult(text, round(reward, 6), self.done, error, self.outcome)
+        return StepResult(text, round(reward, 6), self.done, error, self.outcome, self.terminated, self.truncated)
+
+    @property
+    def terminated(self) -> bool:
+        return self.terminal_reason in TERMINATED_REASONS
+
+    @property
+    def truncated(self) -> bool:
+        return self.terminal_reason in TRUNCATED_REASONS
 
     def abandon(self) -> StepResult:
-        """The supervisor stopped acting before the release shipped: it misses its deadline."""
+        """The supervisor stopped acting before the release shipped: the episode is cut and scored
+        as a missed deadline (with any discovery bonus earned). The one definition of that penalty."""
         if self.done:
             raise EpisodeOver(f"episode is over ({self.outcome}); call reset() to start a new one")
         reward = self._finish("missed_deadline", "abandoned")
         self.episode_return = round(self.episode_return + reward, 6)
         self.audit.append({"step": self.counters.tool_calls, "phase": catalog.PHASES[self.world.stage],
                            "round": self.world.round, "tool": None, "arguments": {}, "budget_cost": 0,
-                           "reward": reward, "result": None, "error": None, "terminal": "abandoned"})
-        return StepResult("", reward, True, None, self.outcome)
+                           "reward": reward, "result": None, "error": None, "terminal": "abandoned",
+                           "truncated": True})
+        return StepResult("", reward, True, None, self.outcome, False, True)
 
     def metrics(self) -> dict:
         """Episode metrics (complete once `done`)."""
@@ -166,6 +187,8 @@ class Episode:
         return {
             "outcome": self.outcome,
             "terminal_reason": self.terminal_reason,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
             "safe_ship": self.outcome == "safe_ship",
             "unsafe_ship": self.outcome == "unsafe_ship",
             "missed_deadline": self.outcome == "missed_deadline",

@@ -1,8 +1,11 @@
 """`ReleaseOpsToolEnv`: the class TRL's `environment_factory` instantiates.
 
-TRL turns every public method into a tool, so the only public methods are
-`reset` and the seven inherited supervisor tools; state lives on the instance
-(`reward` is the episode return so far, `done`, `metrics`).
+TRL turns every public method into a tool except `reset` and `get_reward`, so
+those two and the seven inherited supervisor tools are the only public methods;
+state lives on the instance (`reward` is the episode return so far, `done`,
+`terminated`, `truncated`, `metrics`). `get_reward` lets the environment own
+its reward: `GRPOTrainer(environment_factory=ReleaseOpsToolEnv)` needs no
+`reward_funcs`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ class ReleaseOpsToolEnv(SupervisorTools):
         self._episode: Episode | None = None
         self.reward = 0.0
         self.done = False
+        self.terminated = False
+        self.truncated = False
         self.metrics: dict = {}
 
     def reset(self, **kwargs) -> str:
@@ -29,23 +34,36 @@ class ReleaseOpsToolEnv(SupervisorTools):
         """
         self._episode = Episode(**catalog.scenario_config(kwargs))
         self.reward = 0.0
-        self.done = False
+        self.done = self.terminated = self.truncated = False
         self.metrics = {}
         return self._episode.initial_observation
 
+    def get_reward(self) -> float:
+        """The verified episode return. An episode still running is cut here (the policy stopped
+        calling tools) and scored by the engine as a missed deadline; TRL calls this once per rollout."""
+        if self._episode is None:
+            raise ValueError("no episode is running; call reset() first")
+        if not self._episode.done:
+            self._abandon()
+        return self.reward
+
     def _abandon(self) -> None:
-        """End an episode the policy stopped playing (scored as a missed deadline)."""
+        """End an episode the policy stopped playing (truncated, scored as a missed deadline)."""
         self._episode.abandon()
-        self.reward, self.done, self.metrics = self._episode.episode_return, True, self._episode.metrics()
+        self._sync()
+
+    def _sync(self) -> None:
+        ep = self._episode
+        self.reward, self.done = ep.episode_return, ep.done
+        self.terminated, self.truncated = ep.terminated, ep.truncated
+        if ep.done:
+            self.metrics = ep.metrics()
 
     def _call_tool(self, tool_name: str, **arguments: str) -> str:
         if self._episode is None:
             raise ValueError("no episode is running; call reset() first")
         result = self._episode.step(tool_name, arguments)  # raises EpisodeOver (a ValueError) after the end
-        self.reward = self._episode.episode_return
-        self.done = result.done
-        if result.done:
-            self.metrics = self._episode.metrics()
+        self._sync()
         if result.error is not None:
             raise ValueError(result.error)
         return result.text

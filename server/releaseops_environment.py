@@ -19,6 +19,7 @@ from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservat
 from .mcp_tools import SessionToolServer
 
 SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
+END_EPISODE = catalog.END_EPISODE  # a control action, not a tool (see catalog)
 
 
 class ReleaseOpsEnvironment(Environment):
@@ -35,8 +36,8 @@ class ReleaseOpsEnvironment(Environment):
         self.mcp_server = SessionToolServer(self.call_tool)
 
     def call_tool(self, tool_name: str, **arguments: Any) -> dict:
-        """MCP `tools/call`: the same step as a WebSocket action, returned as plain data."""
-        observation = self.step(ReleaseOpsAction(tool_name=tool_name, arguments=arguments))
+        """MCP `tools/call`: the same step as a WebSocket action, returned as plain data (tools only)."""
+        observation = self._apply(ReleaseOpsAction(tool_name=tool_name, arguments=arguments), control=False)
         return observation.model_dump()
 
     def close(self) -> None:
@@ -64,13 +65,23 @@ class ReleaseOpsEnvironment(Environment):
                                      done=False, reward=0.0)
 
     def step(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None, **kwargs: Any) -> ReleaseOpsObservation:  # type: ignore[override]
+        return self._apply(action, control=True)
+
+    def _apply(self, action: ReleaseOpsAction, control: bool) -> ReleaseOpsObservation:
+        """One step; `control` allows END_EPISODE (the WebSocket step does, an MCP tool call does not:
+        the engine then refuses it as an unknown tool)."""
         self._check_open()
         ep = self._episode
         if ep is None:
             return ReleaseOpsObservation(text="no episode is running; send reset first",
                                          error="no episode is running; send reset first", done=False, reward=0.0)
         try:
-            result = ep.step(action.tool_name, action.arguments)
+            if control and action.tool_name == END_EPISODE:
+                if ep.done:
+                    return self._observation("", 0.0, error=None)
+                result = ep.abandon()
+            else:
+                result = ep.step(action.tool_name, action.arguments)
         except EpisodeOver as exc:
             return self._observation(str(exc), 0.0, error=str(exc))
         self._steps += 1

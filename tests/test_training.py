@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from tests.live_server import run_live_server
+from releaseops_arena import ReleaseOpsToolEnv
+from tests.live_server import live_server, run_live_server  # noqa: F401  (live_server: fixture)
 from training import train_grpo
 from training.evaluate import evaluate
 from training.sft_warmup import warm_start
@@ -32,7 +33,7 @@ def grpo_args(model, out, *extra):
 
 
 def step_logs(history):
-    return [h for h in history if "rewards/releaseops_return/mean" in h]
+    return [h for h in history if "episode/finished" in h]
 
 
 def test_grpo_in_process_discovers_the_seven_tools_and_receives_varied_environment_rewards(tiny_sft, tmp_path):
@@ -45,8 +46,8 @@ def test_grpo_in_process_discovers_the_seven_tools_and_receives_varied_environme
                     "tools/call_frequency", "tools/failure_frequency"):
             assert key in log, key
         assert -20 < log["reward"] < 2
-    # Environment rewards reached the trainer and differ within a group.
-    assert any(log["rewards/releaseops_return/std"] > 0 for log in logs)
+    # The environment's own rewards (get_reward) reached the trainer and differ within a group.
+    assert any(log["rewards/ReleaseOpsToolEnv/std"] > 0 for log in logs)
     assert any(log["tools/call_frequency"] > 0 for log in logs)
     assert json.loads((tmp_path / "log_history.json").read_text()) == result["log_history"]
 
@@ -88,3 +89,71 @@ def test_a_checkpoint_is_evaluated_by_the_same_harness(tiny_sft):
     by_hand = [play(make_policy(f"hf:{tiny_sft}"), s, i * 7919)["return"]
                for i, s in enumerate(scenarios("heldout_seeds", 3, "easy"))]
     assert [e["episode_return"] for e in result["episodes"]] == pytest.approx(by_hand)
+
+
+def _trainer_without_reward_funcs(model_path, out, factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    args = grpo_args(model_path, out, "--steps", "1")
+    return GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_path), args=train_grpo.build_config(args, str(out)),
+                       train_dataset=train_grpo.load_dataset(None, 8, "easy"),
+                       processing_class=AutoTokenizer.from_pretrained(model_path), environment_factory=factory)
+
+
+class _Recorded(ReleaseOpsToolEnv):
+    seen: list = []
+
+    def get_reward(self) -> float:
+        value = super().get_reward()
+        _Recorded.seen.append((value, self._episode.episode_return, self.done, self.terminated or self.truncated))
+        return value
+
+
+def test_grpo_trains_in_process_with_the_environment_owning_the_reward(tiny_sft, tmp_path):
+    trainer = _trainer_without_reward_funcs(tiny_sft, tmp_path, _Recorded)
+    assert sorted(t.__name__ for t in trainer.tools) == SEVEN  # get_reward is not a tool
+    trainer.train()
+    assert len(_Recorded.seen) == 4  # one call per rollout
+    for value, engine_return, done, ended in _Recorded.seen:
+        assert value == engine_return and done and ended  # an unfinished rollout was cut by the engine
+    logged = [h for h in trainer.state.log_history if "rewards/_Recorded/mean" in h][0]
+    assert logged["reward"] == pytest.approx(sum(v for v, *_ in _Recorded.seen) / 4, abs=1e-4)
+
+
+def test_grpo_trains_remotely_with_the_server_scoring_unfinished_episodes(tiny_sft, tmp_path):
+    from client.remote_tool_env import RemoteReleaseOpsToolEnv, close_all
+
+    seen = []
+
+    class Recorded(RemoteReleaseOpsToolEnv):
+        def get_reward(self) -> float:
+            value = super().get_reward()
+            seen.append((value, self.metrics.get("episode_return"), self.done))
+            return value
+
+    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4"}) as url:
+        trainer = _trainer_without_reward_funcs(tiny_sft, tmp_path, lambda: Recorded(url))
+        assert sorted(t.__name__ for t in trainer.tools) == SEVEN
+        try:
+            trainer.train()
+        finally:
+            close_all()
+    assert len(seen) == 4
+    for value, server_return, done in seen:
+        assert done and value == pytest.approx(server_return)  # the server ended and scored every episode
+
+
+def test_an_unfinished_episode_is_scored_once_in_the_engine_the_same_in_process_and_remote(live_server):
+    from client.remote_tool_env import make_remote_env_factory
+
+    scenario = {"family": "qa_undercalls_p1_checkout_bug", "seed": 4, "difficulty": "easy"}
+    local, remote = ReleaseOpsToolEnv(), make_remote_env_factory(live_server)()
+    for env in (local, remote):
+        env.reset(**scenario)
+        env.hold_release("awaiting_fix")
+        assert not env.done
+    assert remote.get_reward() == pytest.approx(local.get_reward())
+    assert local.truncated and remote.truncated and not local.terminated
+    assert local.metrics["terminal_reason"] == remote.metrics["terminal_reason"] == "abandoned"
+    assert local.get_reward() == local.reward  # idempotent: scored once

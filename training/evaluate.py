@@ -97,6 +97,10 @@ def summarize(episodes: list[dict]) -> dict:
         "safe_ship": rate(sum(e["safe_ship"] for e in episodes), n),
         "unsafe_ship": rate(sum(e["unsafe_ship"] for e in episodes), n),
         "missed_deadline": rate(sum(e["missed_deadline"] for e in episodes), n),
+        # Terminated: the release ended (shipped, or its deadline passed); truncated: the episode was
+        # cut (step cap, no-progress loop, the policy stopped calling tools). Both are scored.
+        "terminated": rate(sum(bool(e.get("terminated")) for e in episodes), n),
+        "truncated": rate(sum(bool(e.get("truncated")) for e in episodes), n),
         "p1_catch": rate(sum(e["p1_caught"] for e in p1), len(p1)),
         "false_block": rate(sum(e["false_blocks"] for e in episodes), blocks),
         "budget_used": {"rate": round(budget_used / budget_total, 4) if budget_total else None,
@@ -182,14 +186,15 @@ def fmt(metric: dict) -> str:
 
 def markdown(results: list[dict]) -> str:
     """One row per policy: rates in percent with 95% intervals."""
-    head = ("| policy | safe ship % | unsafe ship % | missed deadline % | P1 catch % | false block % | "
+    head = ("| policy | safe ship % | unsafe ship % | missed deadline % | truncated % | P1 catch % | false block % | "
             "budget used % | invalid % | rule win % | mean return |")
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for r in results:
         m = r["metrics"]
         ret = m["mean_return"]
         lines.append(
             f"| {r['policy']} | {fmt(m['safe_ship'])} | {fmt(m['unsafe_ship'])} | {fmt(m['missed_deadline'])} | "
+            f"{fmt(m['truncated']) if 'truncated' in m else '-'} | "
             f"{fmt(m['p1_catch'])} | {fmt(m['false_block'])} | {100 * (m['budget_used']['rate'] or 0):.0f} | "
             f"{fmt(m['invalid_action'])} | {fmt(m['rule_win']) if 'rule_win' in m else '-'} | "
             f"{ret['mean']:.3f} [{ret['ci95'][0]:.3f}, {ret['ci95'][1]:.3f}] |")

@@ -5,10 +5,12 @@
     # against one or more duplicated Spaces (sessions are spread across them)
     python -m training.train_grpo --model Qwen/Qwen3-0.6B --env-url https://you-releaseops.hf.space --steps 200
 
-The reward is the environment's verified episode return. An episode the model
-leaves unfinished (it stopped calling tools before the release shipped) also
-takes the missed-deadline penalty: a stalled release misses its date. The
-seed's episode metrics are logged every step next to TRL's `tools/*` metrics.
+The environment owns the reward: TRL calls `get_reward()` on each instance,
+which returns the verified episode return; an episode the model left
+unfinished is cut there and scored by the engine as a missed deadline (in
+process, or on the server for a remote env). No reward function is needed;
+`episode_metrics` only logs the seed's episode metrics every step next to
+TRL's `tools/*` metrics (it returns None, so it adds nothing to the reward).
 """
 
 from __future__ import annotations
@@ -19,32 +21,23 @@ import os
 from pathlib import Path
 from statistics import fmean
 
-from releaseops_arena import ReleaseOpsToolEnv, rewards
+from releaseops_arena import ReleaseOpsToolEnv
 
 from .make_dataset import build as build_rows
 
 
-def episode_reward(env) -> float:
-    """The verified return; an unfinished episode is a release that missed its deadline."""
-    return env.reward if env.done else env.reward + rewards.MISSED_DEADLINE
-
-
-def make_reward_func():
-    def releaseops_return(completions, environments, log_metric=None, **kwargs) -> list[float]:
-        values = [episode_reward(env) for env in environments]
-        if log_metric is not None:
-            done = [env for env in environments if env.done]
-            outcome = [env.metrics.get("outcome") if env.done else "missed_deadline" for env in environments]
-            log_metric("episode/finished", fmean(env.done for env in environments))
-            for name in ("safe_ship", "unsafe_ship", "missed_deadline"):
-                log_metric(f"episode/{name}", fmean(o == name for o in outcome))
-            if done:
-                log_metric("episode/budget_used", fmean(env.metrics["budget_used"] for env in done))
-                log_metric("episode/invalid_actions", fmean(env.metrics["invalid_actions"] for env in done))
-                log_metric("episode/false_blocks", fmean(env.metrics["false_blocks"] for env in done))
-        return values
-
-    return releaseops_return
+def episode_metrics(completions, environments, log_metric=None, **kwargs) -> list[None]:
+    """Log episode metrics; contributes nothing to the reward (TRL treats None as no score)."""
+    if log_metric is not None:
+        for env in environments:
+            env.get_reward()  # idempotent: ends an unfinished episode so that its metrics exist
+        log_metric("episode/finished", fmean(not env.truncated for env in environments))
+        log_metric("episode/truncated", fmean(env.truncated for env in environments))
+        for name in ("safe_ship", "unsafe_ship", "missed_deadline"):
+            log_metric(f"episode/{name}", fmean(env.metrics.get("outcome") == name for env in environments))
+        for key in ("budget_used", "invalid_actions", "false_blocks"):
+            log_metric(f"episode/{key}", fmean(env.metrics.get(key, 0) for env in environments))
+    return [None] * len(environments)
 
 
 def _client_module():
@@ -131,7 +124,7 @@ def train(args) -> dict:
         factory = client.make_remote_env_factory(args.env_url)
     else:
         factory = ReleaseOpsToolEnv
-    trainer = GRPOTrainer(model=model, reward_funcs=[make_reward_func()], args=config, train_dataset=dataset,
+    trainer = GRPOTrainer(model=model, reward_funcs=[episode_metrics], args=config, train_dataset=dataset,
                           processing_class=tokenizer, environment_factory=factory,
                           callbacks=[TimeLimit(args.max_minutes)] if args.max_minutes else None)
     tools = sorted(t.__name__ for t in trainer.tools)
