@@ -157,3 +157,25 @@ def test_an_unfinished_episode_is_scored_once_in_the_engine_the_same_in_process_
     assert local.truncated and remote.truncated and not local.terminated
     assert local.metrics["terminal_reason"] == remote.metrics["terminal_reason"] == "abandoned"
     assert local.get_reward() == local.reward  # idempotent: scored once
+
+
+def test_collected_episodes_load_as_a_dataset_resume_and_warm_start_the_tiny_model(tmp_path):
+    from datasets import load_dataset
+
+    from training.collect import collect
+
+    out = tmp_path / "rule-easy"
+    first = collect("rule", "train", 3, out, "easy", progress=False)
+    again = collect("rule", "train", 6, out, "easy", progress=False)  # an interrupted run, resumed
+    assert (first["collected"], again["collected"], again["skipped"], again["episodes"]) == (3, 3, 3, 6)
+    rows = load_dataset("json", data_files=str(out / "results.jsonl"), split="train")
+    assert len(rows) == 6 and {"messages", "reward", "tool_trace", "metrics", "task", "verify_metrics"} <= set(rows.column_names)
+    for row in rows:
+        assert sum(row["verify_metrics"]["reward_breakdown"].values()) == pytest.approx(row["reward"])
+        assert row["messages"][0]["role"] == "user" and row["messages"][1]["role"] == "assistant"
+        assert len(row["tool_trace"]) == (len(row["messages"]) - 1) // 2
+    assert json.loads((out / "metadata.json").read_text())["episodes"] == 6
+    warm = warm_start(build(tmp_path / "base"), tmp_path / "warm", data=out, episodes=6, epochs=3)
+    k = warm["samples"]
+    assert k >= 1
+    assert sum(warm["losses"][-k:]) < sum(warm["losses"][:k]) / 2  # the last epoch's loss is under half the first's

@@ -1,51 +1,38 @@
 """Supervised warm start: teach a model the tool-calling format on expert episodes.
 
 A randomly initialised (or small) model never emits a well-formed tool call,
-so GRPO would see no reward signal. This renders episodes of an expert policy
-(the `rule` baseline by default, which uses visible information only) as the
-exact conversation TRL builds during GRPO (the observation appended to the
-user prompt, each call an assistant `tool_calls` turn, each result a `tool`
-turn, errors as TRL's `{'error': ...}`) and fine-tunes on assistant tokens.
+so GRPO would see no reward signal. This fine-tunes on the assistant tokens of
+expert episodes in OpenEnv's collect format (`training/collect.py`: the exact
+conversation TRL builds during GRPO): a dataset collected before (`--data`),
+or episodes of `--policy` (the `rule` baseline by default, which uses visible
+information only) collected on the fly.
 
-    python -m training.sft_warmup --model artifacts/tiny-qwen3 --out artifacts/tiny-sft --episodes 64
+    python -m training.collect --policy planner --split train -n 256 --difficulty easy --out data/planner-easy
+    python -m training.sft_warmup --model artifacts/tiny-qwen3 --out artifacts/tiny-sft --data data/planner-easy
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import tempfile
 from pathlib import Path
 
-from releaseops_arena.baselines import POLICIES, play
-from releaseops_arena.splits import scenarios
+from releaseops_arena.baselines import POLICIES
 
-from .make_dataset import SYSTEM_PROMPT
+from .collect import collect, load_conversations
 
-
-
-def conversation(run: dict) -> list[dict]:
-    """One played episode as chat messages, formatted the way TRL's tool loop formats them."""
-    messages = [{"role": "user", "content": SYSTEM_PROMPT + run["observation"]}]
-    for step in run["steps"]:
-        messages.append({"role": "assistant", "content": "", "tool_calls": [
-            {"type": "function", "function": {"name": step["tool"], "arguments": step["arguments"]}}]})
-        content = step["result"] if "result" in step else str({"error": step["error"]})
-        messages.append({"role": "tool", "name": step["tool"], "content": content})
-    return messages
 
 
 def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64, difficulty: str | None = None,
-                         only_safe: bool = True) -> list[list[dict]]:
-    """Conversations of `n` expert episodes (by default only those that shipped safely)."""
-    out = []
-    for i, scenario in enumerate(scenarios(split, n * 4, difficulty)):
-        run = play(POLICIES[policy](), scenario, rng_seed=i)
-        if only_safe and run["metrics"]["outcome"] != "safe_ship":
-            continue
-        out.append(conversation(run))
-        if len(out) == n:
-            break
-    return out
+                         data: str | Path | None = None) -> list[list[dict]]:
+    """Up to `n` conversations of expert episodes that shipped safely, from a collected dataset
+    (`data`) or collected now (four scenarios per wanted episode, into a temporary folder)."""
+    if data is not None:
+        return load_conversations(Path(data))[:n]
+    with tempfile.TemporaryDirectory() as tmp:
+        collect(policy, split, n * 4, Path(tmp), difficulty, progress=False)
+        return load_conversations(Path(tmp))[:n]
 
 
 def tool_functions():
@@ -58,7 +45,8 @@ def tool_functions():
 
 
 def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", episodes: int = 64, epochs: int = 3,
-               lr: float = 3e-3, max_length: int = 6144, seed: int = 0, difficulty: str | None = None) -> dict:
+               lr: float = 3e-3, max_length: int = 6144, seed: int = 0, difficulty: str | None = None,
+               data: str | Path | None = None) -> dict:
     """Fine-tune on assistant tokens of expert conversations; save to `out`. Returns loss history."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -71,7 +59,7 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
     template = get_training_chat_template(tokenizer) or tokenizer.chat_template
     tools = tool_functions()
     samples = []
-    for messages in expert_conversations(policy, n=episodes, difficulty=difficulty):
+    for messages in expert_conversations(policy, n=episodes, difficulty=difficulty, data=data):
         enc = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
                                             return_dict=True, return_assistant_tokens_mask=True)
         ids, mask = enc["input_ids"][:max_length], enc["assistant_masks"][:max_length]
@@ -106,9 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
+    parser.add_argument("--data", type=Path, default=None, help="a dataset written by training.collect")
     args = parser.parse_args(argv)
     result = warm_start(args.model, args.out, args.policy, args.episodes, args.epochs, args.lr,
-                        difficulty=args.difficulty)
+                        difficulty=args.difficulty, data=args.data)
     losses = result["losses"]
     print(f"{result['samples']} episodes, loss {losses[0]:.3f} -> {sum(losses[-10:]) / min(10, len(losses)):.3f}")
 

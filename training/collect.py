@@ -1,0 +1,124 @@
+"""Collect episodes of any policy as a dataset, in OpenEnv's rollout collect format.
+
+    python -m training.collect --policy rule --split train -n 256 --out data/rule-train
+    python -m training.collect --policy hf:runs/qwen3 --split heldout_seeds -n 100 --difficulty hard --out data/qwen3
+
+Writes `DIR/results.jsonl`, one `openenv.core.harness.collect.EpisodeRecord` per
+line, and `DIR/metadata.json` (a sidecar: policy, split, counts). A record
+holds the conversation as `messages`, exactly as TRL's tool loop shows it to a
+model (the observation appended to the user prompt, each call an assistant
+`tool_calls` turn, each result a `tool` turn, errors as `{'error': ...}`), the
+tool calls (`tool_trace`), the verified reward with its breakdown, the metrics
+and the task's identity. An interrupted run resumes: episodes already on disk
+are skipped. Load with `datasets.load_dataset("json", data_files=...)`; the
+`messages` column is what TRL's `SFTTrainer` takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from openenv.core.harness.collect import EpisodeRecord, RolloutSerializer
+from tqdm import tqdm
+
+from releaseops_arena import rewards
+from releaseops_arena.baselines import play
+from releaseops_arena.splits import SPLITS, scenarios
+
+from .evaluate import make_policy
+from .make_dataset import SYSTEM_PROMPT
+
+
+def conversation(run: dict) -> list[dict]:
+    """One played episode as chat messages, formatted the way TRL's tool loop formats them."""
+    messages = [{"role": "user", "content": SYSTEM_PROMPT + run["observation"]}]
+    for step in run["steps"]:
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": step["tool"], "arguments": step["arguments"]}}]})
+        content = step["result"] if "result" in step else str({"error": step["error"]})
+        messages.append({"role": "tool", "name": step["tool"], "content": content})
+    return messages
+
+
+def reward_breakdown(metrics: dict) -> dict[str, float]:
+    """The verified return by part of the reward table; the parts sum to the return."""
+    parts = {
+        "outcome": rewards.OUTCOME_REWARD[metrics["outcome"]],
+        "budget": rewards.BUDGET_UNIT * metrics["budget_used"],
+        "invalid_actions": rewards.INVALID_ACTION * metrics["invalid_actions"],
+        "discoveries": rewards.DISCOVERY * metrics["discoveries"],
+    }
+    return {k: round(v, 6) for k, v in parts.items()}
+
+
+def episode_id(policy: str, split: str, difficulty: str | None, index: int) -> str:
+    return f"{policy}|{split}|{difficulty or 'all'}|{index}"
+
+
+def to_record(run: dict, eid: str, split: str, index: int) -> EpisodeRecord:
+    metrics = run["metrics"]
+    trace = [{"tool_name": s["tool"], "arguments": dict(s["arguments"]),
+              "result": {"data": s.get("result"), "done": False, "metadata": {}, "error": s.get("error")}}
+             for s in run["steps"]]
+    if trace:
+        trace[-1]["result"]["done"] = bool(metrics.get("outcome"))
+    breakdown = reward_breakdown(metrics)
+    assert abs(sum(breakdown.values()) - run["return"]) < 1e-6, (breakdown, run["return"])
+    return EpisodeRecord(
+        episode_id=eid, messages=conversation(run), reward=run["return"], done=True, tool_trace=trace,
+        metrics=metrics, verify_metrics={"reward_breakdown": breakdown}, artifacts={},
+        task={"split": split, "index": index, **run["scenario"]}, extra={"policy": run["policy"]})
+
+
+def collect(policy: str, split: str, n: int, out: Path, difficulty: str | None = None,
+            progress: bool = True) -> dict:
+    """Play `n` scenarios of `split` with `policy` into `out`; returns counts. Resumes a partial run."""
+    serializer = RolloutSerializer(out)
+    done = serializer.collected_episode_ids()
+    todo = [(i, s) for i, s in enumerate(scenarios(split, n, difficulty))
+            if episode_id(policy, split, difficulty, i) not in done]
+    for i, scenario in tqdm(todo, desc=f"collect {policy}", disable=not progress):
+        run = play(make_policy(policy), scenario, rng_seed=i * 7919)
+        serializer.write_episode(to_record(run, episode_id(policy, split, difficulty, i), split, i))
+    total = len(serializer.collected_episode_ids())
+    serializer.write_metadata({"policy": policy, "split": split, "difficulty": difficulty or "all", "n": n,
+                               "episodes": total, "format": "openenv.core.harness.collect.EpisodeRecord"})
+    return {"collected": len(todo), "skipped": n - len(todo), "episodes": total}
+
+
+def load_conversations(out: Path, only_safe: bool = True) -> list[list[dict]]:
+    """The `messages` of a collected dataset (by default only episodes that shipped safely)."""
+    from datasets import load_dataset
+
+    rows = load_dataset("json", data_files=str(Path(out) / "results.jsonl"), split="train")
+    return [_clean(row["messages"]) for row in rows
+            if not only_safe or row["metrics"]["outcome"] == "safe_ship"]
+
+
+def _clean(messages: list[dict]) -> list[dict]:
+    # Arrow fills the keys a message lacks with None (a user turn gets `tool_calls: None`); a chat
+    # template reads a present key, so the keys each role never has are dropped again.
+    out = []
+    for m in messages:
+        m = {k: v for k, v in m.items() if v is not None}
+        for call in m.get("tool_calls", []):
+            call["function"]["arguments"] = {k: v for k, v in call["function"]["arguments"].items() if v is not None}
+        out.append(m)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--policy", required=True, help="a baseline name, hf:<checkpoint> or structured:<weights.pt>")
+    parser.add_argument("--split", default="train", choices=list(SPLITS))
+    parser.add_argument("-n", type=int, default=128)
+    parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    result = collect(args.policy, args.split, args.n, args.out, args.difficulty)
+    print(f"{result['collected']} collected, {result['skipped']} already on disk, {result['episodes']} in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
