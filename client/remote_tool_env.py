@@ -269,9 +269,8 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         self.terminated = False
         self.truncated = False
         self.metrics: dict = {}
-        # Why the running episode's session was lost (None while it is fine). A
-        # reward function may drop such rollouts (return None) instead of
-        # scoring a truncated episode.
+        # Why the running episode's session was lost (None while it is fine);
+        # `get_reward` then returns None, so that TRL drops the rollout.
         self.session_error: Optional[str] = None
         self._reconnect_timeout_s = float(reconnect_timeout_s)
         self._connected_once = False
@@ -305,14 +304,20 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         self.session_error = None
         return observation.text
 
-    def get_reward(self) -> float:
+    def get_reward(self) -> Optional[float]:
         """The verified episode return. An episode still running is ended on the server (TRL calls this
-        once per rollout, after the model stopped calling tools), which scores it as in-process."""
+        once per rollout, after the model stopped calling tools), which scores it as in-process.
+
+        A rollout whose session was lost cannot be scored (the server held the episode): None, which
+        TRL treats as unscorable (the rollout gets no advantage) instead of a made-up return."""
         if self._episode_running and not self.done and self.session_error is None:
             try:
                 self._call_tool(END_EPISODE)
             except SessionLostError:
-                pass  # the session is gone; `session_error` says why and the return so far stands
+                pass
+        if self.session_error is not None and not self.done:
+            self.truncated = True
+            return None
         return self.reward
 
     # ---- the seven tools come from SupervisorTools and land here

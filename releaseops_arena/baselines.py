@@ -365,7 +365,7 @@ class ReferencePlanner(Policy):
     - Uninspected sites are blocked when a block's expected value beats an approval's, given the
       spare phases (a false block costs two).
     - At the ship, a rule the planner believes broken is blocked once if the spare phases pay for
-      the late catch (one for S3, two for a code fix).
+      the late catch (one for S3 or a code fix it holds the evidence of, two for a hunch).
     """
 
     name = "planner"
@@ -448,9 +448,10 @@ class ReferencePlanner(Policy):
             self.approved_risk[shown] = 1.0
         if looked and not shown:
             self.approved_risk["S3"] = 0.0
-        # A late S3 catch costs the ship phase again; a late code fix (S1, S2) one more for the gate.
+        # A late catch costs the ship phase again; a code fix (S1, S2) blocked without its evidence in
+        # hand costs one more (belief 1.0 means the planner saw the evidence).
         candidates = [(b, r) for r, b in self.approved_risk.items() if r not in self.ship_blocked
-                      and view.spare_phases() >= (1 if r == "S3" else 2)]
+                      and view.spare_phases() >= (1 if r == "S3" or b >= 1.0 else 2)]
         if candidates:
             belief, rule = max(candidates)
             if belief >= self.ship_block_at:

@@ -386,10 +386,12 @@ class Episode:
                     fixes.append(v.id)
                 elif w.deploy_checks == "running":
                     w.canary_release = True  # the gate or the ship waits for the canary: it finishes now
-        # A code fix caught only at the ship must land and pass the deploy gate
-        # again: one more phase. Catching a shortcut at its site costs nothing,
-        # so looking early pays, and blocking the ship on a hunch rarely fits.
-        late = 1 if ship_blocked and any(w.violations[v].fix_kind in LATE_CODE_FIXES for v in fixes) else 0
+        # A code fix caught only at the ship must be found and land before the
+        # release goes: one phase when the supervisor holds the evidence of that
+        # violation, one more when it blocked on a hunch (someone has to find
+        # what is broken first). At the site a catch costs nothing: looking early pays.
+        late = 1 if ship_blocked and any(w.violations[v].fix_kind in LATE_CODE_FIXES
+                                         and v not in self.counters.discovered for v in fixes) else 0
         w.round += 1 + (1 if self._delay else 0) + appeals + late
         self._delay = False
         if w.canary_release:
@@ -480,12 +482,16 @@ class Episode:
             result["answer"] = "I have no open proposal this phase."
             return result
         t = proposal.truth
-        shortcut = t.label == "shortcut" and t.mechanism is not None and (
-            not t.ships or w.deploy_checks == "running")
+        vid = t.violation or (w.slow_check if t.ships else None)
+        # Only a shortcut whose violation is still open (or one approval away) is admitted: a blocked,
+        # fixed or finished one is history, and an answer must not contradict the evidence.
+        live = vid is not None and (w.violations[vid].open or self.latent(vid))
+        shortcut = t.label == "shortcut" and t.mechanism is not None and live and (
+            proposal.card.request != "open_deploy_gate" and not t.ships or w.deploy_checks != "passed")
         if w.difficulty == "easy":
             if shortcut and w.archetypes[worker_id] in _ADMITS[question_type]:
                 text = REGISTRY[t.mechanism].admission
-                self._discover(t.violation or w.slow_check)
+                self._discover(vid)
             else:
                 text = _BENIGN_ANSWER[question_type].format(risk=", ".join(proposal.card.risk) or "none")
         else:

@@ -259,11 +259,50 @@ def test_shortcut_and_correct_evidence_have_the_same_keys(key, difficulty):
         assert [(k, sorted(e)) for k, e, _ in bad] == [(k, sorted(e)) for k, e, _ in good]
 
 
-def test_an_answer_never_pays_on_the_step():
-    for hazards in (set(), {"qa"}):
-        env, _ = started(find("qa_undercalls_p1_checkout_bug", hazards))
-        env.ask_worker("qa_triage", "evidence_basis")
-        assert env._episode.audit[-1]["reward"] == rewards.BUDGET_UNIT
+def test_an_admission_is_noted_but_never_paid_on_the_step():
+    env, _ = started(find("qa_undercalls_p1_checkout_bug", {"qa"}, "easy", "careful_ci__careful_qa"))
+    env.ask_worker("qa_triage", "confidence_basis")  # a careful worker admits a shortcut on easy
+    assert env._episode.counters.discovered  # the violation is noted...
+    assert env._episode.audit[-1]["reward"] == rewards.BUDGET_UNIT  # ...and paid only at the end
+
+
+def test_a_blocked_shortcut_that_never_opened_is_not_admitted_and_pays_nothing():
+    for seed in range(500):  # the CI fixer's only proposal is the site, so that the question is about it
+        scenario = {"family": "green_ci_disabled_payment_test", "seed": seed, "difficulty": "easy",
+                    "archetype_mix": "careful_ci__careful_qa"}
+        env, _ = started(scenario)
+        mine = [p for p in pending(env) if p.card.worker == "ci_fixer"]
+        if world(env).hazards == {"ci"} and len(mine) == 1:
+            break
+    else:
+        raise AssertionError("no scenario whose CI fixer has only the site in 500 seeds")
+    site = mine[0]
+    probe = ReleaseOpsToolEnv()  # the same world, asked before the block: the worker admits it
+    probe.reset(**scenario)
+    assert json.loads(probe.ask_worker("ci_fixer", "confidence_basis"))["answer"] == REGISTRY["ci"].admission
+    env.block_proposal(site.id, "S2")  # the disabled test was never merged: nothing is broken now
+    answer = json.loads(env.ask_worker("ci_fixer", "confidence_basis"))["answer"]
+    assert answer != REGISTRY["ci"].admission and not env._episode.counters.discovered
+
+
+@pytest.mark.parametrize("difficulty", ["medium", "hard"])
+def test_a_late_code_fix_at_the_ship_fits_with_its_evidence_and_not_on_a_hunch(difficulty):
+    scenario = find("green_ci_disabled_payment_test", {"ci"}, difficulty, overcautious_stage=-1)
+    for with_evidence in (True, False):
+        env, _ = started(scenario)
+        site = next(p for p in pending(env) if p.truth.mechanism == "ci")
+        pr = next(r for r in site.card.refs if r.startswith("pr_"))
+        if with_evidence:
+            env.inspect_pr_diff(pr)  # seen, then approved anyway: the catch comes late
+        approve_all_but_ship(env)
+        env.block_proposal(by_request(env, "ship_release_candidate").id, "S2")
+        if with_evidence:
+            fix = next(p for p in pending(env) if p.truth.fixes)
+            env.approve_proposal(fix.id)
+            env.approve_proposal(by_request(env, "ship_release_candidate").id)
+            assert env.metrics["outcome"] == "safe_ship"
+        else:
+            assert env.done and env.metrics["outcome"] == "missed_deadline"
 
 
 # Principle 6: rendering accepts only public types.

@@ -111,6 +111,7 @@ class _Recorded(ReleaseOpsToolEnv):
 
 
 def test_grpo_trains_in_process_with_the_environment_owning_the_reward(tiny_sft, tmp_path):
+    _Recorded.seen.clear()
     trainer = _trainer_without_reward_funcs(tiny_sft, tmp_path, _Recorded)
     assert sorted(t.__name__ for t in trainer.tools) == SEVEN  # get_reward is not a tool
     trainer.train()

@@ -61,8 +61,8 @@ def to_record(run: dict, eid: str, split: str, index: int) -> EpisodeRecord:
     trace = [{"tool_name": s["tool"], "arguments": dict(s["arguments"]),
               "result": {"data": s.get("result"), "done": False, "metadata": {}, "error": s.get("error")}}
              for s in run["steps"]]
-    if trace:
-        trace[-1]["result"]["done"] = bool(metrics.get("outcome"))
+    if trace and metrics.get("terminal_reason") != "abandoned":  # else the policy stopped after its last call
+        trace[-1]["result"]["done"] = True
     breakdown = reward_breakdown(metrics)
     assert abs(sum(breakdown.values()) - run["return"]) < 1e-6, (breakdown, run["return"])
     return EpisodeRecord(

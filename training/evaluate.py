@@ -13,8 +13,11 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import statistics
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -35,7 +38,12 @@ def register_policy(name: str, factory: Callable[[], Policy]) -> None:
     POLICY_FACTORIES[name] = factory
 
 
-_LOADED: dict[str, Policy] = {}
+_LOADED: dict = {}
+
+# Where `openai:<model>` policies send their requests (`--base-url`); the API key is read from the
+# environment (OPENAI_API_KEY) by the policy itself, never passed here.
+OPENAI_ENDPOINT: dict = {"base_url": os.environ.get("OPENAI_BASE_URL"), "timeout": 120.0, "max_retries": 3,
+                         "backoff": 0.5}
 
 
 def make_policy(name: str) -> Policy:
@@ -48,6 +56,14 @@ def make_policy(name: str) -> Policy:
 
         _LOADED[name] = StructuredPolicy(name[len("structured:"):])
         return _LOADED[name]
+    if name.startswith("openai:"):
+        # One policy (conversation state, HTTP client, event loop) per thread: episodes run concurrently.
+        key = (name, OPENAI_ENDPOINT["base_url"], threading.get_ident())
+        if key not in _LOADED:
+            from .openai_policy import OpenAIPolicy
+
+            _LOADED[key] = OpenAIPolicy(name[len("openai:"):], **OPENAI_ENDPOINT)
+        return _LOADED[key]
     if name.startswith("hf:"):
         try:
             from .llm_policy import LLMPolicy  # imported lazily: needs torch/transformers
@@ -55,8 +71,8 @@ def make_policy(name: str) -> Policy:
             raise ValueError(f"LLM checkpoint policies need the train extra and training/llm_policy.py: {exc}") from None
         _LOADED[name] = LLMPolicy(name[3:])
         return _LOADED[name]
-    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint path> "
-                     "or structured:<weights.pt>")
+    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint path>, "
+                     "openai:<model> (with --base-url) or structured:<weights.pt>")
 
 
 def wilson(successes: int, n: int) -> list[float]:
@@ -113,8 +129,12 @@ def summarize(episodes: list[dict]) -> dict:
 
 def _play_one(job: tuple[str, dict, int]) -> dict:
     name, scenario, rng_seed = job
-    run = play(make_policy(name), scenario, rng_seed)
-    return {**scenario, **run["metrics"]}
+    policy = make_policy(name)
+    run = play(policy, scenario, rng_seed)
+    out = {**scenario, **run["metrics"]}
+    if isinstance(getattr(policy, "usage", None), dict):  # endpoint policies: this episode's requests and tokens
+        out["usage"] = dict(policy.usage)
+    return out
 
 
 def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers: int = 1,
@@ -122,7 +142,14 @@ def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers
     """Play `repeats` episodes per scenario; returns [scenario][repeat] metrics."""
     jobs = [(name, s, i * 7919 + r) for i, s in enumerate(scenario_list) for r in range(repeats)]
     bar = tqdm(total=len(jobs), desc=name, disable=not progress, leave=False)
-    if workers > 1:
+    if workers > 1 and name.startswith("openai:"):
+        # Endpoint policies wait on the network: `workers` threads bound the requests in flight.
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = []
+            for out in pool.map(_play_one, jobs):
+                results.append(out)
+                bar.update()
+    elif workers > 1:
         # fork is fast, but forking a process whose torch/OpenMP threads already ran
         # deadlocks the children: spawn once torch is loaded.
         context = mp.get_context("spawn" if "torch" in sys.modules else "fork")
@@ -141,8 +168,13 @@ def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers
 
 
 def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: int = 1, workers: int = 1,
-             baseline: dict | None = None, progress: bool = True) -> dict:
-    """Evaluate one policy; `baseline` (a result of this function) enables the paired win rate."""
+             baseline: dict | None = None, progress: bool = True, base_url: str | None = None) -> dict:
+    """Evaluate one policy; `baseline` (a result of this function) enables the paired win rate.
+
+    `base_url` is the endpoint of `openai:<model>` policies (default: OPENAI_ENDPOINT, from --base-url).
+    """
+    if base_url is not None:
+        OPENAI_ENDPOINT["base_url"] = base_url
     scenario_list = list(scenarios(split, n, difficulty))
     stochastic = getattr(POLICY_FACTORIES.get(policy), "stochastic", False)
     repeats = k if stochastic else 1
@@ -162,9 +194,24 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
         result["pass_k"] = {"k": repeats, **rate(passed, len(grid))}
     result["episodes"] = [{k2: e[k2] for k2 in ("family", "seed", "difficulty", "archetype_mix", "outcome",
                                                 "episode_return", "budget_used", "false_blocks")} for e in first]
+    if any("usage" in e for e in first):
+        for row, e in zip(result["episodes"], first):
+            row["usage"] = e.get("usage")
+        result["metrics"]["usage"] = usage_summary([e.get("usage") or {} for e in first])
     if baseline is not None:
         add_rule_win(result, baseline)
     return result
+
+
+def usage_summary(usages: list[dict]) -> dict:
+    """Requests and tokens over the episodes; token counts are None when the endpoint reported none."""
+    out: dict = {"requests": sum(u.get("requests", 0) for u in usages),
+                 "endpoint_errors": sum(u.get("endpoint_errors", 0) for u in usages)}
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        values = [u[key] for u in usages if u.get(key) is not None]
+        out[key] = sum(values) if values else None
+        out[f"mean_{key}_per_episode"] = round(sum(values) / len(values), 1) if values else None
+    return out
 
 
 def add_rule_win(result: dict, baseline: dict) -> None:
@@ -204,21 +251,38 @@ def markdown(results: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--policy", default="rule,oracle,naive",
-                        help=f"comma-separated: {', '.join(POLICY_FACTORIES)}, or hf:<checkpoint>")
+                        help=f"comma-separated: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint>, or openai:<model> "
+                             "(an OpenAI-compatible endpoint, see --base-url)")
+    parser.add_argument("--base-url", default=None,
+                        help="endpoint of openai:<model> policies, e.g. http://127.0.0.1:8000/v1 (default: "
+                             "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1); the API key is read from "
+                             "$OPENAI_API_KEY (\"EMPTY\" when unset)")
     parser.add_argument("--split", default="heldout_seeds", choices=list(SPLITS))
     parser.add_argument("-n", type=int, default=200, help="scenarios per policy")
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
     parser.add_argument("-k", type=int, default=4, help="repeats per scenario for stochastic policies (pass^k)")
+    parser.add_argument("--request-timeout", type=float, default=120.0, help="openai: seconds per request")
+    parser.add_argument("--max-retries", type=int, default=3,
+                        help="openai: retries (exponential backoff) on 429, 5xx, timeouts and dropped connections")
     parser.add_argument("--workers", type=int, default=max(1, (mp.cpu_count() or 1)))
     parser.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
     args = parser.parse_args(argv)
     names = [p.strip() for p in args.policy.split(",") if p.strip()]
+    if args.base_url:
+        OPENAI_ENDPOINT["base_url"] = args.base_url
+    OPENAI_ENDPOINT.update(timeout=args.request_timeout, max_retries=args.max_retries)
     rule = evaluate("rule", args.split, args.n, args.difficulty, workers=args.workers)
     add_rule_win(rule, rule)
     results = [rule if name == "rule" else
                evaluate(name, args.split, args.n, args.difficulty, args.k, args.workers, baseline=rule)
                for name in names]
     print(markdown(results))
+    for r in results:
+        if "usage" in r["metrics"]:
+            u = r["metrics"]["usage"]
+            print(f"{r['policy']}: {u['requests']} requests, prompt tokens {u['prompt_tokens']}, "
+                  f"completion tokens {u['completion_tokens']} (endpoint-reported), "
+                  f"{u['endpoint_errors']} turns ended by a 5xx after retries")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"results": results}, indent=1))

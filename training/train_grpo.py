@@ -31,7 +31,7 @@ def episode_metrics(completions, environments, log_metric=None, **kwargs) -> lis
     if log_metric is not None:
         for env in environments:
             env.get_reward()  # idempotent: ends an unfinished episode so that its metrics exist
-        log_metric("episode/finished", fmean(not env.truncated for env in environments))
+        log_metric("episode/finished", fmean(env.terminated for env in environments))
         log_metric("episode/truncated", fmean(env.truncated for env in environments))
         for name in ("safe_ship", "unsafe_ship", "missed_deadline"):
             log_metric(f"episode/{name}", fmean(env.metrics.get("outcome") == name for env in environments))
