@@ -140,9 +140,12 @@ def tool_schemas() -> list[dict]:
         summary, descriptions = _doc_parts(fn)
         properties = {}
         for arg, choices in TOOL_SPECS[name].items():
-            prop: dict = {"type": "string", "description": descriptions[arg]}
+            # Key order as transformers' `get_json_schema` writes it: chat templates render tools with
+            # `tojson`, so an OpenAI-compatible server shows a model the same prompt text as TRL does.
+            prop: dict = {"type": "string"}
             if choices:
                 prop["enum"] = list(choices)
+            prop["description"] = descriptions[arg]
             properties[arg] = prop
         schemas.append({
             "type": "function",

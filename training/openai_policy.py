@@ -39,21 +39,6 @@ API_KEY_ENV = "OPENAI_API_KEY"
 RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 
-def rendered_tool_schemas() -> list[dict]:
-    """`tool_schemas()` with each argument's keys in the order transformers' `get_json_schema` writes them.
-
-    Same content; but a chat template renders the tools with `tojson`, so key order is prompt text,
-    and the `hf:` path (TRL's, from the tool callables) puts `enum` before `description`.
-    """
-    order = {"type": 0, "enum": 1, "description": 2}
-    schemas = tool_schemas()
-    for schema in schemas:
-        props = schema["function"]["parameters"]["properties"]
-        for arg, prop in props.items():
-            props[arg] = dict(sorted(prop.items(), key=lambda kv: order.get(kv[0], len(order))))
-    return schemas
-
-
 def serving_copy(checkpoint: str | Path, out: str | Path) -> Path:
     """A copy of a TRL-trained checkpoint whose chat template is the one it was trained and `hf:`-evaluated with.
 
@@ -162,7 +147,7 @@ class OpenAIPolicy(Policy):
         self.stochastic = temperature > 0
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.max_turns = max_turns
-        self.tools = rendered_tool_schemas()
+        self.tools = tool_schemas()  # key order as TRL's get_json_schema: the same prompt text
         self.client = ToolCallingClient(self.base_url, None, model, api_key=os.environ.get(api_key_env) or "EMPTY",
                                         temperature=temperature, max_tokens=max_new_tokens, timeout=timeout,
                                         max_retries=max_retries, backoff=backoff)
