@@ -3,7 +3,8 @@
 It is the remote twin of the in-process `ReleaseOpsToolEnv`: the same seven
 tools (inherited from `SupervisorTools`, so names, signatures and docstrings,
 hence TRL's JSON schemas, are shared), the same `reset(**dataset_row)`, and the
-same instance state (`reward` = episode return so far, `done`, `metrics`), with
+same instance state (`reward` = episode return so far, `done`, `terminated`,
+`truncated`, `metrics`), with
 identical strings, rewards and metrics for identical calls. Each instance owns
 one WebSocket session, opened lazily on the first `reset`::
 
@@ -19,9 +20,11 @@ or `GRPOTrainer(environment_factory=RemoteReleaseOpsToolEnv)` with
 `RELEASEOPS_ENV_URL=https://a,https://b` in the environment, and `close_all()`
 at the end. Sessions are spread round-robin over the URLs (Space replicas).
 
-TRL turns every public function of the class into a tool, so the only public
-methods are `reset` and the seven tools; everything else is private or a
-module-level function (`close_all`, `remote_sessions`, ...).
+TRL turns every public function of the class into a tool except `reset` and
+`get_reward`, so those two and the seven tools are the only public methods;
+everything else is private or a module-level function (`close_all`,
+`remote_sessions`, ...). `get_reward` ends an episode the model left
+unfinished on the server (the `end_episode` control action), which scores it.
 
 Connection handling:
 - All sessions of a process share one background event loop thread, so the

@@ -20,7 +20,9 @@ def tiny_sft(tmp_path_factory):
     """A ~360k-parameter Qwen3-style model with an offline BPE tokenizer, warmed up on rule episodes."""
     root = tmp_path_factory.mktemp("tiny")
     base = build(root / "base")
-    warm = warm_start(base, root / "sft", policy="rule", episodes=24, epochs=5, difficulty="easy")
+    # 8 epochs: with 5 the tiny model's tool calling depends on chance details of its BPE
+    # vocabulary (a change in the tool schemas' key order once left it calling no tool at all).
+    warm = warm_start(base, root / "sft", policy="rule", episodes=24, epochs=8, difficulty="easy")
     assert warm["losses"][-1] < warm["losses"][0] / 4  # it learned the format
     return str(root / "sft")
 
@@ -36,7 +38,7 @@ def step_logs(history):
     return [h for h in history if "episode/finished" in h]
 
 
-def test_grpo_in_process_discovers_the_seven_tools_and_receives_varied_environment_rewards(tiny_sft, tmp_path):
+def test_grpo_in_process_discovers_the_seven_tools_and_trains_on_the_environment_reward(tiny_sft, tmp_path):
     result = train_grpo.train(grpo_args(tiny_sft, tmp_path))
     assert result["tools"] == SEVEN
     logs = step_logs(result["log_history"])
@@ -46,8 +48,9 @@ def test_grpo_in_process_discovers_the_seven_tools_and_receives_varied_environme
                     "tools/call_frequency", "tools/failure_frequency"):
             assert key in log, key
         assert -20 < log["reward"] < 2
-    # The environment's own rewards (get_reward) reached the trainer and differ within a group.
-    assert any(log["rewards/ReleaseOpsToolEnv/std"] > 0 for log in logs)
+    # The environment's own reward (get_reward) is the only reward: the logging function adds nothing.
+    for log in logs:
+        assert log["reward"] == pytest.approx(log["rewards/ReleaseOpsToolEnv/mean"], abs=1e-5)
     assert any(log["tools/call_frequency"] > 0 for log in logs)
     assert json.loads((tmp_path / "log_history.json").read_text()) == result["log_history"]
 
