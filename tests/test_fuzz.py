@@ -2,8 +2,9 @@
 
 A hypothesis-driven fuzzer sends at least 10,000 generated frames over one
 WebSocket session: valid and invalid steps mirrored on an in-process engine,
-and junk that must never reach it (non-object JSON, binary, truncated, deeply
-nested, huge and wrongly typed messages). Checked: no error frame of the
+junk that must never reach it (non-object JSON, binary, truncated, deeply
+nested, huge and wrongly typed messages), and MCP over `/ws` (junk JSON-RPC and
+`tools/list`). Checked: no error frame of the
 session kind, the socket never closes, every step matches the in-process
 engine, and the server log stays clean. MCP over `/mcp` gets the same junk.
 """
@@ -37,11 +38,21 @@ junk = st.one_of(
                           optional={"data": non_objects}).map(json.dumps),  # an unknown type
     st.sampled_from(["step", "reset"]).flatmap(lambda t: non_objects.map(lambda d: json.dumps({"type": t, "data": d}))),
 )
+# MCP over /ws: junk JSON-RPC inside an `mcp` message, and a valid `tools/list` (never a
+# `tools/call`, which would step the mirrored episode).
+mcp = st.one_of(
+    non_objects.map(lambda d: {"type": "mcp", "data": d}),
+    st.dictionaries(st.text(max_size=8), json_scalars, max_size=3).map(lambda d: {"type": "mcp", "data": d}),
+    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(0, 99),
+                           "method": st.sampled_from(["tools/list", "tools/nope", "resources/list"])})
+    .map(lambda d: {"type": "mcp", "data": d}),
+).map(json.dumps)
 # A step reaches the engine: a real or made-up tool, ids from the board or junk, any argument values.
 steps = st.tuples(st.sampled_from(TOOL_NAMES + ("merge_pr",)), st.integers(0, 40),
                   st.sampled_from(RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS)),
                   st.one_of(st.none(), json_scalars, non_objects))
-frames = st.lists(st.one_of(junk.map(lambda j: ("junk", j)), steps.map(lambda s: ("step", s))),
+frames = st.lists(st.one_of(junk.map(lambda j: ("junk", j)), steps.map(lambda s: ("step", s)),
+                            mcp.map(lambda m: ("mcp", m))),
                   min_size=40, max_size=60)
 scenarios = st.fixed_dictionaries({"family": st.sampled_from(ALL_FAMILIES), "seed": st.integers(0, 10_000),
                                    "difficulty": st.sampled_from(DIFFICULTIES)})
@@ -83,6 +94,18 @@ def test_ten_thousand_generated_frames_never_break_a_session(tmp_path):
             reply = exchange(json.dumps({"type": "reset", "data": scenario}))
             assert reply["data"]["observation"]["text"] == local
             for kind, item in sequence:
+                if kind == "mcp":
+                    reply = exchange(item)
+                    if reply["type"] == "error":
+                        assert reply["data"]["code"] in HANDLED_CODES, reply
+                    else:
+                        assert reply["type"] == "mcp", reply
+                        body = reply["data"]
+                        if "result" in body:  # tools/list: exactly the seven tools
+                            assert {t["name"] for t in body["result"]["tools"]} == set(TOOL_NAMES)
+                        else:
+                            assert "error" in body, body
+                    continue
                 if kind == "junk":
                     reply = exchange(item)
                     assert reply["type"] == "error" and reply["data"]["code"] in HANDLED_CODES, reply
