@@ -290,6 +290,20 @@ class Oracle(Policy):
 # ------------------------------------------------------------ the planner
 
 
+def ship_call(ship: dict, beliefs: dict[str, float], blocked: set[str], threshold: float,
+              affordable=lambda rule, belief: True) -> tuple[str, dict]:
+    """Block the ship once on the rule believed most likely broken, if that belief reaches `threshold`
+    and the late catch is `affordable`; else approve it. Updates `beliefs` and `blocked`."""
+    candidates = [(b, r) for r, b in beliefs.items() if r not in blocked and affordable(r, b)]
+    if candidates:
+        belief, rule = max(candidates)
+        if belief >= threshold:
+            blocked.add(rule)
+            beliefs[rule] = 0.0
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": rule}
+    return "approve_proposal", {"proposal_id": ship["id"]}
+
+
 def _archetype_posterior(stats: dict | None) -> dict[str, float]:
     """P(archetype | hint, track record) under the generator's published tables (uniform prior)."""
     post = {}
@@ -450,15 +464,8 @@ class ReferencePlanner(Policy):
             self.approved_risk["S3"] = 0.0
         # A late catch costs the ship phase again; a code fix (S1, S2) blocked without its evidence in
         # hand costs one more (belief 1.0 means the planner saw the evidence).
-        candidates = [(b, r) for r, b in self.approved_risk.items() if r not in self.ship_blocked
-                      and view.spare_phases() >= (1 if r == "S3" or b >= 1.0 else 2)]
-        if candidates:
-            belief, rule = max(candidates)
-            if belief >= self.ship_block_at:
-                self.ship_blocked.add(rule)
-                self.approved_risk[rule] = 0.0
-                return "block_proposal", {"proposal_id": ship["id"], "rule_id": rule}
-        return "approve_proposal", {"proposal_id": ship["id"]}
+        return ship_call(ship, self.approved_risk, self.ship_blocked, self.ship_block_at,
+                         lambda rule, belief: view.spare_phases() >= (1 if rule == "S3" or belief >= 1.0 else 2))
 
 
 # ------------------------------------------------------------------ the rule

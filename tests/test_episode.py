@@ -10,15 +10,7 @@ from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for
 from releaseops_arena.rendering import card_view, worker_view
 from releaseops_arena.world import Truth
-
-
-def find(family, hazards, difficulty="medium", mix="random", **world_filter):
-    """Scenario arguments whose shortcuts are exactly `hazards`."""
-    for seed in range(5000):
-        w = Episode(family, seed, difficulty, mix).world
-        if w.hazards == frozenset(hazards) and all(getattr(w, k) == v for k, v in world_filter.items()):
-            return {"family": family, "seed": seed, "difficulty": difficulty, "archetype_mix": mix}
-    raise AssertionError(f"no {difficulty} scenario of {family} with exactly {hazards} in 5000 seeds")
+from tests.scenarios import find
 
 
 def started(scenario):

@@ -20,6 +20,7 @@ from websockets.sync.client import connect
 from releaseops_arena import ALL_FAMILIES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
 from releaseops_arena.catalog import HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
 from tests.live_server import run_live_server
+from tests.scenarios import call_args, visible_ids
 
 FRAMES_AT_LEAST = 10_000
 HANDLED_CODES = {"INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR"}
@@ -59,13 +60,8 @@ scenarios = st.fixed_dictionaries({"family": st.sampled_from(ALL_FAMILIES), "see
 
 
 def step_args(env: ReleaseOpsToolEnv, tool: str, index: int, choice: str, odd) -> dict:
-    w = env._episode.world
-    ids = list(w.active) + list(w.seen_refs) + list(WORKERS)
-    ident = ids[index % len(ids)] if odd is None else odd
-    return {"approve_proposal": {"proposal_id": ident}, "block_proposal": {"proposal_id": ident, "rule_id": choice},
-            "inspect_pr_diff": {"pr_id": ident}, "inspect_ci_run": {"run_id": ident},
-            "inspect_ticket": {"ticket_id": ident}, "ask_worker": {"worker_id": ident, "question_type": choice},
-            "hold_release": {"reason_code": choice}}.get(tool, {"target": ident})
+    ids = visible_ids(env)
+    return call_args(tool, ids[index % len(ids)] if odd is None else odd, choice)
 
 
 def local_text(env: ReleaseOpsToolEnv, tool: str, args: dict) -> str:

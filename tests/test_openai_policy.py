@@ -7,7 +7,6 @@ the endpoint policy must make the same calls as the in-process `hf:` policy.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, ReleaseOpsToolEnv, TOOL_NAMES, rewards
 from releaseops_arena.catalog import HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
+from tests.scenarios import call_args, visible_ids
 
 scenarios = st.fixed_dictionaries({
     "family": st.sampled_from(ALL_FAMILIES),
@@ -27,26 +28,12 @@ calls = st.lists(st.tuples(
 ), max_size=80)
 
 
-def visible_ids(env) -> list[str]:
-    w = env._episode.world
-    return list(w.active) + list(w.seen_refs) + list(WORKERS)
-
-
 def drive(scenario, sequence) -> tuple[list[str], ReleaseOpsToolEnv]:
     env = ReleaseOpsToolEnv()
     transcript = [env.reset(**scenario)]
     for tool, index, choice, use_junk, junk_value in sequence:
         ids = visible_ids(env)
-        ident = junk_value if use_junk else ids[index % len(ids)]
-        args = {
-            "approve_proposal": {"proposal_id": ident},
-            "block_proposal": {"proposal_id": ident, "rule_id": choice},
-            "inspect_pr_diff": {"pr_id": ident},
-            "inspect_ci_run": {"run_id": ident},
-            "inspect_ticket": {"ticket_id": ident},
-            "ask_worker": {"worker_id": ident, "question_type": choice},
-            "hold_release": {"reason_code": choice},
-        }.get(tool, {"target": ident})
+        args = call_args(tool, junk_value if use_junk else ids[index % len(ids)], choice)
         try:
             if tool in TOOL_NAMES:
                 out = getattr(env, tool)(**args)

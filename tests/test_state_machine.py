@@ -9,6 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv, rewards
 from releaseops_arena.catalog import HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
+from tests.scenarios import call_args, visible_ids
 
 CHOICES = RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS) + ("S4",)
 
@@ -27,13 +28,8 @@ class ReleaseMachine(RuleBasedStateMachine):
     @rule(tool=st.sampled_from(TOOL_NAMES + ("rollback",)), index=st.integers(0, 60),
           choice=st.sampled_from(CHOICES), junk=st.one_of(st.none(), st.text(max_size=70), st.integers()))
     def call(self, tool, index, choice, junk):
-        w = self.env._episode.world
-        ids = list(w.active) + list(w.seen_refs) + list(WORKERS)
-        ident = ids[index % len(ids)] if junk is None else junk
-        args = {"approve_proposal": {"proposal_id": ident}, "block_proposal": {"proposal_id": ident, "rule_id": choice},
-                "inspect_pr_diff": {"pr_id": ident}, "inspect_ci_run": {"run_id": ident},
-                "inspect_ticket": {"ticket_id": ident}, "ask_worker": {"worker_id": ident, "question_type": choice},
-                "hold_release": {"reason_code": choice}}.get(tool, {"target": ident})
+        ids = visible_ids(self.env)
+        args = call_args(tool, ids[index % len(ids)] if junk is None else junk, choice)
         audited = len(self.env._episode.audit)
         was_done = self.env.done
         before = self.env.reward

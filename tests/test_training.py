@@ -5,7 +5,7 @@ import json
 import pytest
 
 from releaseops_arena import ReleaseOpsToolEnv
-from tests.live_server import live_server, run_live_server  # noqa: F401  (live_server: fixture)
+from tests.live_server import run_live_server
 from training import train_grpo
 from training.evaluate import evaluate
 from training.sft_warmup import warm_start
