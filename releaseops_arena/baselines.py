@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from . import workers as cues
 from .catalog import ALL_FAMILIES, ARCHETYPES, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
-from .mechanisms import GATE, REGISTRY, SEEN_MECHANISMS, WORDINGS, family_mechanisms
+from .mechanisms import GATE, REGISTRY, WORDINGS, family_mechanisms
 from .safety_rules import rules_for_risk, truly_violates, violated_at_ship
 from .tool_env import ReleaseOpsToolEnv
 from .tools import TOOL_NAMES
@@ -500,9 +500,6 @@ class Rule(ReferencePlanner):
         score += 0.2 if match and match[1] in (2, "explicit") else 0.0
         return min(score, 1.0), rule
 
-    def act(self, view):
-        return super().act(view)
-
 
 class InspectEverything(Rule):
     """Spends every evidence action it can on whatever is pending, then applies the rule."""
@@ -554,5 +551,4 @@ def play(policy: Policy, scenario: dict, rng_seed: int = 0) -> dict:
             "metrics": env.metrics, "return": env.reward}
 
 
-__all__ = ["POLICIES", "Policy", "View", "play", "evidence_violation", "rules_for", "inspect_call",
-           "SEEN_MECHANISMS"]
+__all__ = ["POLICIES", "Policy", "View", "play", "evidence_violation", "rules_for", "inspect_call"]

@@ -32,7 +32,6 @@ class Truth:
     """Hidden: what a proposal really is and does."""
 
     kind: str  # template key: a mechanism site, a fix, a distractor, an overcautious request, the ship
-    stage: int
     label: str = "correct"  # correct | shortcut | overcautious
     mechanism: str | None = None  # registry key of the shortcut mechanism this proposal is a site of
     violation: str | None = None  # latent violation id behind a shortcut
