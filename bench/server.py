@@ -555,7 +555,7 @@ def pipeline(episodes: list[dict], repeats: int) -> dict:
     from openenv.core.env_server.types import WSObservationResponse, WSStepMessage
 
     from bench.echo_app import EchoAction, EchoEnvironment
-    from releaseops_arena.openenv_models import ReleaseOpsAction
+    from client.models import ReleaseOpsAction
     from releaseops_arena.tool_env import ReleaseOpsToolEnv
     from server.releaseops_environment import ReleaseOpsEnvironment
 

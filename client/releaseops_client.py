@@ -4,7 +4,7 @@ One instance is one WebSocket session (one episode at a time) on the server.
 It is an `EnvClient`, so it works async by default and sync through `.sync()`::
 
     from client import ReleaseOpsEnv
-    from releaseops_arena.openenv_models import ReleaseOpsAction
+    from client.models import ReleaseOpsAction
 
     with ReleaseOpsEnv(base_url="http://127.0.0.1:8000").sync() as env:
         result = env.reset(family="green_ci_disabled_payment_test", seed=17, difficulty="medium",
@@ -29,7 +29,7 @@ from typing import Any, Dict, Optional
 from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
 
-from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+from .models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 
 # Defaults suited to RL rollouts: a model may generate for minutes between two
 # calls on the same socket (OpenEnv PR #362, "WebSocket connection closed during

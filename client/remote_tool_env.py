@@ -63,7 +63,7 @@ from websockets.protocol import State as _WsState
 
 from releaseops_arena import catalog
 from releaseops_arena.catalog import END_EPISODE
-from releaseops_arena.openenv_models import ReleaseOpsAction
+from .models import ReleaseOpsAction
 from releaseops_arena.tools import SupervisorTools
 
 from .releaseops_client import ReleaseOpsEnv, parse_server_error

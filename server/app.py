@@ -18,11 +18,10 @@ import os
 from openenv.core import ConcurrencyConfig, create_app
 
 from releaseops_arena import catalog, rewards
-from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 from releaseops_arena.tools import tool_schemas
 
 from .frame_guard import FrameGuard
-from .releaseops_environment import ReleaseOpsEnvironment
+from .releaseops_environment import ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation, ReleaseOpsState
 
 MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))
 SESSION_IDLE_TIMEOUT_S = float(os.environ.get("SESSION_IDLE_TIMEOUT_S", "1800"))

@@ -14,7 +14,10 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
-from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+try:
+    from ..client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+except ImportError:  # run from the repo root as `server.app` (OpenEnv's own template does the same)
+    from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 
 from .mcp_tools import SessionToolServer
 

@@ -37,7 +37,7 @@ from client import (
 from client import remote_tool_env as rte
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
 from releaseops_arena.baselines import POLICIES, play
-from releaseops_arena.openenv_models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 from tests.wire import wait_for_free_slots
 from tests.live_server import (  # noqa: F401  (live_server: fixture)
     HEALTH_TIMEOUT_S, free_port, live_server, run_live_server,

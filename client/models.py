@@ -1,4 +1,8 @@
-"""Typed wire models (OpenEnv Action / Observation / State) shared by server and client."""
+"""Typed wire models (OpenEnv Action / Observation / State): the contract server and client share.
+
+They live beside the client, as echo_env keeps them beside its client, so that
+the engine (`releaseops_arena`) stays free of openenv and pydantic.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any, Optional
 from openenv.core import Action, Observation, State
 from pydantic import Field
 
-from .tools import TOOL_NAMES
+from releaseops_arena.tools import TOOL_NAMES
 
 
 class ReleaseOpsAction(Action):
