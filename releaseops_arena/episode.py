@@ -100,8 +100,9 @@ def _audit_args(arguments: object) -> dict[str, str]:
 class Episode:
     """A live episode built from scenario arguments."""
 
-    def __init__(self, family: str, seed: int, difficulty: str, archetype_mix: str):
-        self.world = build_scenario(family, seed, difficulty, archetype_mix)
+    def __init__(self, family: str, seed: int, difficulty: str, archetype_mix: str, salt: str = ""):
+        # `salt` stays out of `config`: it is the operator's secret, and config is reported at the end.
+        self.world = build_scenario(family, seed, difficulty, archetype_mix, salt)
         self.config = {"family": family, "seed": self.world.seed, "difficulty": difficulty,
                        "archetype_mix": archetype_mix}
         self.episode_return = 0.0

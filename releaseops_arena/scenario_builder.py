@@ -11,7 +11,6 @@ this module lays their sites out over the three stages.
 from __future__ import annotations
 
 import numbers
-import os
 import random
 import re
 
@@ -80,16 +79,16 @@ def draw_hazards(family: str, archetypes: dict[str, str], rng: random.Random) ->
     return frozenset(present)
 
 
-# A host that runs a private evaluation sets this on its server: the generator
-# is public and deterministic, so with the public salt a program could rebuild a
-# scenario from its first board and replay the hidden draws.
-SALT_ENV = "RELEASEOPS_SCENARIO_SALT"
+def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str, salt: str = "") -> World:
+    """Build the world for one episode and open its first phase.
 
-
-def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str) -> World:
-    """Build the world for one episode and open its first phase."""
+    `salt` (empty by default) is the operator's evaluation secret: the generator
+    is public and deterministic, so without it a program could rebuild a
+    scenario from its first board and replay the hidden draws (splits.py).
+    """
     seed = validate_args(family, seed, difficulty, archetype_mix)
-    salt = os.environ.get(SALT_ENV, "")
+    if not isinstance(salt, str):
+        raise TypeError(f"salt must be a string, not {type(salt).__name__}")
     rng = random.Random(f"releaseops|{family}|{seed}|{difficulty}|{archetype_mix}" + (f"|{salt}" if salt else ""))
     pinned = catalog.parse_mix(archetype_mix)
     if family == "stale_sre_waives_deploy_checks":

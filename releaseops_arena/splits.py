@@ -7,9 +7,11 @@ held-out mix. The held-out family and mix never appear in `train`.
 
 from __future__ import annotations
 
+import numbers
 from typing import Iterator
 
-from .catalog import ARCHETYPE_MIXES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, HELDOUT_MIXES
+from .catalog import ARCHETYPE_MIXES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, HELDOUT_MIXES, scenario_config
+from .episode import Episode
 
 SPLITS: dict[str, dict] = {
     "train": {"families": FAMILIES, "mixes": ARCHETYPE_MIXES, "seed_base": 0},
@@ -22,8 +24,7 @@ SEEDS_PER_SPLIT = 1_000_000  # seeds of split s lie in [seed_base, seed_base + S
 
 def scenarios(split: str, n: int, difficulty: str | None = None, start: int = 0) -> Iterator[dict]:
     """The first `n` scenarios of a split (cycling families, mixes and, unless fixed, difficulties)."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    _check_split(split)
     if difficulty is not None and difficulty not in DIFFICULTIES:
         raise ValueError(f"unknown difficulty {difficulty!r}; valid: {', '.join(DIFFICULTIES)}")
     if start < 0 or start + n > SEEDS_PER_SPLIT:
@@ -37,3 +38,94 @@ def scenarios(split: str, n: int, difficulty: str | None = None, start: int = 0)
             "difficulty": difficulty or DIFFICULTIES[(i // len(fams)) % len(DIFFICULTIES)],
             "archetype_mix": mixes[(i // (len(fams) * len(DIFFICULTIES))) % len(mixes)],
         }
+
+
+# ----------------------------------------------------------------- tasks
+# The same splits, seen as OpenEnv's Task API sees them: every index of a split
+# is a task that fixes family, seed, difficulty and archetype mix (the i-th
+# scenario of `scenarios`). `difficulty` at reset re-targets a task at one level,
+# as `scenarios(split, n, difficulty)` does; the evaluation harness, the dataset
+# builder and the server all read tasks through `ReleaseTasks`.
+
+EVALUATION_SPLITS = ("heldout_seeds", "unseen_family", "unseen_mix")
+TASKS_PER_SPLIT = SEEDS_PER_SPLIT
+LIST_PREVIEW = 100  # list_tasks returns this many; num_tasks and get_task_range reach the rest
+MAX_RANGE = 1000  # tasks per get_task_range call, so one request cannot ask for a million specs
+SPLIT_DESCRIPTIONS = {
+    "train": "seen families and mixes; the only split to train on",
+    "heldout_seeds": "seen families and mixes on seeds train never uses",
+    "unseen_family": "families whose mechanisms never appear in train",
+    "unseen_mix": "the worker mix train never uses",
+}
+
+
+def task_scenario(split: str, index: int, difficulty: str | None = None) -> dict:
+    """The scenario arguments of task `index` of `split` (at `difficulty` if given)."""
+    _check_split(split)
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < TASKS_PER_SPLIT:
+        raise IndexError(f"task index must be an int in 0..{TASKS_PER_SPLIT - 1}, not {index!r}")
+    return next(scenarios(split, 1, difficulty, start=int(index)))
+
+
+class ReleaseTasks:
+    """OpenEnv's `TaskProvider` protocol over the four splits.
+
+    `secret` is the operator's evaluation secret (empty: the public draw). It
+    salts the worlds of the evaluation splits only, so the train split stays
+    reproducible everywhere while a private evaluation cannot be rebuilt from
+    the public generator.
+    """
+
+    def __init__(self, secret: str = ""):
+        self._secret = secret
+
+    def list_splits(self) -> list[dict]:
+        return [{"name": name, "type": "train" if name == "train" else "test", "num_tasks": TASKS_PER_SPLIT,
+                 "description": SPLIT_DESCRIPTIONS[name]} for name in SPLITS]
+
+    def num_tasks(self, split: str) -> int:
+        _check_split(split)
+        return TASKS_PER_SPLIT
+
+    def get_task(self, split: str, index: int) -> dict:
+        return {"id": f"{split}/{index}", "split": split, "index": index, **task_scenario(split, index)}
+
+    def list_tasks(self, split: str) -> list[dict]:
+        """A preview of the first LIST_PREVIEW tasks: a split holds TASKS_PER_SPLIT."""
+        return self.get_task_range(split, 0, LIST_PREVIEW)
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
+        _check_split(split)
+        indices = range(TASKS_PER_SPLIT)[slice(start, stop)]  # Python slice semantics, as the protocol says
+        if len(indices) > MAX_RANGE:
+            raise ValueError(f"at most {MAX_RANGE} tasks per range; asked for {len(indices)} "
+                             f"({indices.start}..{indices.stop - 1})")
+        return [self.get_task(split, i) for i in indices]
+
+    def episode(self, split: str, index: int, difficulty: str | None = None) -> Episode:
+        """A new `Episode` for one task, salted with the secret on an evaluation split."""
+        salt = self._secret if split in EVALUATION_SPLITS else ""
+        return Episode(**task_scenario(split, index, difficulty), salt=salt)
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+
+
+def start_episode(columns: dict, tasks: ReleaseTasks) -> tuple[Episode, bool]:
+    """The episode a reset's arguments (or a dataset row's columns) ask for, and whether it is a task.
+
+    With `index`, the task `index` of `split` (`difficulty` optional); otherwise
+    the explicit scenario (`family`, `seed`, `difficulty`, `archetype_mix`, each
+    defaulting from the catalogue). Asking for both is refused.
+    """
+    if columns.get("index") is None:
+        return Episode(**scenario_config(columns)), False
+    explicit = [key for key in ("family", "seed", "archetype_mix") if columns.get(key) is not None]
+    if explicit:
+        raise ValueError(f"pass a task (split, index, optional difficulty) or a scenario (family, seed, "
+                         f"difficulty, archetype_mix), not both: got index and {', '.join(explicit)}")
+    if columns.get("split") is None:
+        raise ValueError(f"index needs a split; valid: {', '.join(SPLITS)}")
+    return tasks.episode(columns["split"], columns["index"], columns.get("difficulty")), True

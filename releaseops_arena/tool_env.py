@@ -10,9 +10,12 @@ its reward: `GRPOTrainer(environment_factory=ReleaseOpsToolEnv)` needs no
 
 from __future__ import annotations
 
-from . import catalog
 from .episode import Episode
+from .splits import ReleaseTasks, start_episode
 from .tools import SupervisorTools
+
+
+_PUBLIC_TASKS = ReleaseTasks()
 
 
 class ReleaseOpsToolEnv(SupervisorTools):
@@ -27,12 +30,12 @@ class ReleaseOpsToolEnv(SupervisorTools):
         self.metrics: dict = {}
 
     def reset(self, **kwargs) -> str:
-        """Start an episode from dataset columns (`family`, `seed`, `difficulty`, `archetype_mix`).
-
-        Other columns, such as `prompt` and `split`, are ignored. Missing ones
-        take the catalogue defaults.
+        """Start an episode from dataset columns: a task (`split`, `index`, optional `difficulty`)
+        or a scenario (`family`, `seed`, `difficulty`, `archetype_mix`; missing ones take the
+        catalogue defaults). Other columns, such as `prompt`, are ignored. In-process worlds are
+        the public draw: the evaluation secret is a server's (splits.ReleaseTasks).
         """
-        self._episode = Episode(**catalog.scenario_config(kwargs))
+        self._episode, _ = start_episode(kwargs, _PUBLIC_TASKS)
         self.reward = 0.0
         self.done = self.terminated = self.truncated = False
         self.metrics = {}

@@ -111,13 +111,13 @@ def test_a_late_s3_catch_at_the_ship_costs_one_phase():
     assert env.metrics["outcome"] == "safe_ship"
 
 
-def test_a_salted_generator_draws_different_worlds(monkeypatch):
-    from releaseops_arena.scenario_builder import SALT_ENV
+def test_a_salt_draws_different_worlds_and_each_stays_deterministic():
     public = Episode("green_ci_disabled_payment_test", 5, "medium", "random").initial_observation
-    monkeypatch.setenv(SALT_ENV, "private-eval-2026")
-    salted = Episode("green_ci_disabled_payment_test", 5, "medium", "random").initial_observation
-    assert salted != public
-    assert salted == Episode("green_ci_disabled_payment_test", 5, "medium", "random").initial_observation
+    salted = Episode("green_ci_disabled_payment_test", 5, "medium", "random", salt="private-eval-2026")
+    assert salted.initial_observation != public
+    assert salted.initial_observation == Episode("green_ci_disabled_payment_test", 5, "medium", "random",
+                                                 salt="private-eval-2026").initial_observation
+    assert "salt" not in salted.config and "private-eval-2026" not in json.dumps(salted.config)
 
 
 @pytest.mark.parametrize("key", ["ci", "qa", "retry"])

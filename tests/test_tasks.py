@@ -1,0 +1,64 @@
+"""The Task API's engine side: task indices, ranges, the evaluation secret and task resets."""
+
+import pytest
+
+from releaseops_arena import ReleaseOpsToolEnv
+from releaseops_arena.splits import (EVALUATION_SPLITS, LIST_PREVIEW, MAX_RANGE, SPLITS, TASKS_PER_SPLIT,
+                                     ReleaseTasks, scenarios, start_episode, task_scenario)
+
+TASKS = ReleaseTasks()
+
+
+def test_task_i_is_the_ith_scenario_of_its_split_at_any_difficulty():
+    for split in SPLITS:
+        for difficulty in (None, "easy", "hard"):
+            expected = list(scenarios(split, 30, difficulty))
+            assert [task_scenario(split, i, difficulty) for i in range(30)] == expected
+    spec = TASKS.get_task("unseen_mix", 7)
+    assert spec == {"id": "unseen_mix/7", "split": "unseen_mix", "index": 7, **task_scenario("unseen_mix", 7)}
+
+
+def test_splits_counts_previews_and_ranges():
+    assert [s["name"] for s in TASKS.list_splits()] == list(SPLITS)
+    assert {s["type"] for s in TASKS.list_splits() if s["name"] in EVALUATION_SPLITS} == {"test"}
+    assert all(TASKS.num_tasks(split) == TASKS_PER_SPLIT for split in SPLITS)
+    assert TASKS.list_tasks("train") == TASKS.get_task_range("train", 0, LIST_PREVIEW)
+    assert [t["index"] for t in TASKS.get_task_range("heldout_seeds", -2)] == [TASKS_PER_SPLIT - 2,
+                                                                               TASKS_PER_SPLIT - 1]
+    assert TASKS.get_task_range("train", 5, 5) == []
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: TASKS.get_task("validation", 0), ValueError, "valid: train, heldout_seeds, unseen_family, unseen_mix"),
+    (lambda: TASKS.num_tasks("test"), ValueError, "valid: train, heldout_seeds"),
+    (lambda: TASKS.get_task("train", TASKS_PER_SPLIT), IndexError, "0..999999"),
+    (lambda: TASKS.get_task("train", -1), IndexError, "0..999999"),
+    (lambda: TASKS.get_task("train", "3"), IndexError, "must be an int"),
+    (lambda: TASKS.get_task("train", True), IndexError, "must be an int"),
+    (lambda: TASKS.get_task_range("train", 0, MAX_RANGE + 1), ValueError, f"at most {MAX_RANGE} tasks"),
+    (lambda: task_scenario("train", 0, "extreme"), ValueError, "valid: easy, medium, hard"),
+])
+def test_bad_task_requests_are_refused_naming_what_is_valid(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_the_secret_salts_evaluation_tasks_only():
+    private = ReleaseTasks(secret="operator-secret")
+    for split in EVALUATION_SPLITS:
+        assert private.episode(split, 3).initial_observation != TASKS.episode(split, 3).initial_observation
+        assert private.episode(split, 3).initial_observation == private.episode(split, 3).initial_observation
+    # Training stays reproducible on every host, secret or not.
+    assert private.episode("train", 3).initial_observation == TASKS.episode("train", 3).initial_observation
+
+
+def test_a_task_reset_equals_the_explicit_scenario_and_mixing_both_is_refused():
+    env = ReleaseOpsToolEnv()
+    by_task = env.reset(split="heldout_seeds", index=11, difficulty="hard", prompt="ignored")
+    assert by_task == ReleaseOpsToolEnv().reset(**task_scenario("heldout_seeds", 11, "hard"))
+    with pytest.raises(ValueError, match="not both: got index and family"):
+        env.reset(split="train", index=1, family="green_ci_disabled_payment_test")
+    with pytest.raises(ValueError, match="index needs a split"):
+        env.reset(index=1)
+    episode, picked = start_episode({"split": "train", "index": 2}, TASKS)
+    assert picked and episode.config == task_scenario("train", 2)
