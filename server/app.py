@@ -5,6 +5,8 @@ Settings (environment variables):
   SESSION_IDLE_TIMEOUT_S  an idle session's slot is freed after this many
                           seconds (default 1800; 0 turns the reaper off).
                           Keep it above a trainer's longest gap between calls.
+  RELEASEOPS_EVAL_SECRET  the operator's evaluation secret (unset: the public
+                          draw): salts the worlds of evaluation-split tasks.
   ENABLE_WEB_INTERFACE    true to mount the web demo at /web (the "Release
                           board" tab, server/web_ui.py, then the Playground).
 """
@@ -21,7 +23,8 @@ from releaseops_arena import catalog, rewards
 from releaseops_arena.tools import tool_schemas
 
 from .frame_guard import FrameGuard
-from .releaseops_environment import ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation, ReleaseOpsState
+from .releaseops_environment import (EVAL_SECRET_ENV, ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation,
+                                     ReleaseOpsState)
 
 MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))
 SESSION_IDLE_TIMEOUT_S = float(os.environ.get("SESSION_IDLE_TIMEOUT_S", "1800"))
@@ -71,6 +74,8 @@ def metadata() -> dict:
         "catalogue": catalog.catalogue(),
         "tools": tool_schemas(),
         "reward": rewards.table(),
+        # Whether the evaluation splits are the public draw or salted with an operator secret.
+        "evaluation_draw": "private" if os.environ.get(EVAL_SECRET_ENV) else "public",
         "max_concurrent_envs": MAX_CONCURRENT_ENVS,
         "session_idle_timeout_s": SESSION_IDLE_TIMEOUT_S,
     }

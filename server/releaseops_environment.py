@@ -6,14 +6,17 @@ class only translates between it and OpenEnv's typed wire models.
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any, Optional
 
+from fastapi import HTTPException
 from openenv.core import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
 from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
+from releaseops_arena.splits import ReleaseTasks, start_episode
 try:
     from ..client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 except ImportError:  # run from the repo root as `server.app` (OpenEnv's own template does the same)
@@ -22,6 +25,24 @@ except ImportError:  # run from the repo root as `server.app` (OpenEnv's own tem
 from .mcp_tools import SessionToolServer
 
 SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
+TASK_KEYS = ("split", "index")
+# The operator's evaluation secret (unset: the public draw). It salts the worlds
+# of the evaluation splits' tasks, so that nobody holding this source can rebuild
+# a task from its first board (README, "Tasks and the evaluation secret").
+EVAL_SECRET_ENV = "RELEASEOPS_EVAL_SECRET"
+TASKS = ReleaseTasks(secret=os.environ.get(EVAL_SECRET_ENV, ""))
+
+
+class TaskRequestError(HTTPException, ValueError):
+    """A bad Task API request: a 400 with the valid values over HTTP, a ValueError in-process.
+    (OpenEnv's task routes turn an IndexError into a bare "Invalid task index".)"""
+
+    def __init__(self, message: str):
+        HTTPException.__init__(self, status_code=400, detail=message)
+        ValueError.__init__(self, message)
+
+    def __str__(self) -> str:
+        return self.detail
 END_EPISODE = catalog.END_EPISODE  # a control action, not a tool (see catalog)
 
 
@@ -34,6 +55,7 @@ class ReleaseOpsEnvironment(Environment):
         super().__init__()
         self._episode: Episode | None = None
         self._episode_id: str | None = None
+        self._picked_by_server = False  # a task: its family, mix and seed stay hidden until done
         self._steps = 0
         self._closed = False
         self.mcp_server = SessionToolServer(self.call_tool)
@@ -54,18 +76,36 @@ class ReleaseOpsEnvironment(Environment):
             raise RuntimeError("this session was closed (idle timeout); open a new connection and reset")
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> ReleaseOpsObservation:
+        """A task (`split`, `index`, optional `difficulty`) or a scenario (`family`, `seed`,
+        `difficulty`, `archetype_mix`; missing ones take the catalogue defaults)."""
         self._check_open()
-        unknown = sorted(set(kwargs) - set(SCENARIO_KEYS))
+        unknown = sorted(set(kwargs) - set(SCENARIO_KEYS) - set(TASK_KEYS))
         if unknown:
-            raise ValueError(f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, {', '.join(SCENARIO_KEYS[i] for i in (0, 2, 3))}")
-        config = dict(catalog.DEFAULT_SCENARIO)
-        config.update({k: v for k, v in kwargs.items() if v is not None})
+            raise ValueError(f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, "
+                             f"{', '.join(key for key in SCENARIO_KEYS if key != 'seed')}, {', '.join(TASK_KEYS)}")
         if seed is not None:
-            config["seed"] = seed
-        self._episode = Episode(**config)  # raises ValueError listing valid values
+            kwargs["seed"] = seed
+        # Raises ValueError / IndexError naming the valid values.
+        self._episode, self._picked_by_server = start_episode(kwargs, TASKS)
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
         return ReleaseOpsObservation(text=self._episode.initial_observation, board=self._episode.board(),
                                      done=False, reward=0.0)
+
+    # OpenEnv's Task API (TaskProvider): served as /releaseops_arena/splits, /tasks, ...
+    def list_splits(self) -> list[dict]:
+        return TASKS.list_splits()
+
+    def list_tasks(self, split: str) -> list[dict]:
+        return _task_call(TASKS.list_tasks, split)
+
+    def num_tasks(self, split: str) -> int:
+        return _task_call(TASKS.num_tasks, split)
+
+    def get_task(self, split: str, index: int) -> dict:
+        return _task_call(TASKS.get_task, split, index)
+
+    def get_task_range(self, split: str, start: Optional[int] = None, stop: Optional[int] = None) -> list[dict]:
+        return _task_call(TASKS.get_task_range, split, start, stop)
 
     def step(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None, **kwargs: Any) -> ReleaseOpsObservation:  # type: ignore[override]
         return self._apply(action, control=True)
@@ -107,7 +147,9 @@ class ReleaseOpsEnvironment(Environment):
         ep = self._episode
         if ep is None:
             return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps)
-        return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps, **ep.config,
+        # A task the server picked keeps its family, mix and seed to itself until the end.
+        config = ep.config if ep.done or not self._picked_by_server else {"difficulty": ep.config["difficulty"]}
+        return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps, **config,
                                phase=catalog.PHASES[ep.world.stage], review_budget_remaining=ep.world.budget_left,
                                episode_return=ep.episode_return, done=ep.done, outcome=ep.outcome)
 
@@ -117,3 +159,10 @@ class ReleaseOpsEnvironment(Environment):
             description="Supervise specialist release agents under a review budget and three safety rules.",
             version="0.1.0",
         )
+
+
+def _task_call(method, *args):
+    try:
+        return method(*args)
+    except (ValueError, IndexError) as exc:
+        raise TaskRequestError(str(exc)) from exc

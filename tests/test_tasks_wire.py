@@ -1,0 +1,116 @@
+"""The Task API on a live server: the routes, a task played by index over /ws, nothing leaked before the end."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from releaseops_arena import ALL_FAMILIES, ALL_MIXES, ReleaseOpsToolEnv
+from releaseops_arena.catalog import ARCHETYPES
+from releaseops_arena.splits import SPLITS, TASKS_PER_SPLIT, task_scenario
+from tests.live_server import run_live_server
+from tests.live_server import live_server  # noqa: F401  (fixture)
+from tests.wire import local_transcript, open_socket, remote_replay, send
+
+TASK_ROUTES = "/releaseops_arena"
+
+
+def post(base, route, body):
+    return httpx.post(base + TASK_ROUTES + route, json=body, timeout=10)
+
+
+def test_the_task_routes_list_the_splits_counts_and_tasks(live_server):
+    splits = httpx.get(live_server + TASK_ROUTES + "/splits", timeout=10).json()
+    assert [s["name"] for s in splits] == list(SPLITS)
+    assert all(s["num_tasks"] == TASKS_PER_SPLIT for s in splits)
+    assert post(live_server, "/num_tasks", {"split": "unseen_family"}).json() == {"num_tasks": TASKS_PER_SPLIT}
+    task = post(live_server, "/task", {"split": "heldout_seeds", "index": 12}).json()["task"]
+    assert task == {"id": "heldout_seeds/12", "split": "heldout_seeds", "index": 12,
+                    **task_scenario("heldout_seeds", 12)}
+    tasks = post(live_server, "/task_range", {"split": "train", "start": 3, "stop": 6}).json()["tasks"]
+    assert [t["index"] for t in tasks] == [3, 4, 5]
+    assert len(post(live_server, "/tasks", {"split": "train"}).json()["tasks"]) == 100
+
+
+@pytest.mark.parametrize("route, body, message", [
+    ("/num_tasks", {"split": "test"}, "valid: train, heldout_seeds, unseen_family, unseen_mix"),
+    ("/task", {"split": "train", "index": TASKS_PER_SPLIT}, "0..999999"),
+    ("/task_range", {"split": "train", "start": 0, "stop": 5000}, "at most 1000 tasks"),
+])
+def test_bad_task_requests_get_a_400_naming_the_valid_values(live_server, route, body, message):
+    reply = post(live_server, route, body)
+    assert reply.status_code == 400 and message in reply.json()["detail"]
+    assert httpx.get(live_server + "/health", timeout=5).status_code == 200
+
+
+def test_a_task_chosen_by_index_plays_over_the_wire_as_in_process(live_server):
+    scenario = task_scenario("unseen_mix", 21, "hard")
+    local = local_transcript("planner", scenario, rng_seed=0)
+
+    async def main():
+        async with open_socket(live_server) as ws:
+            by_task = dict(local, scenario={"split": "unseen_mix", "index": 21, "difficulty": "hard"})
+            remote = await remote_replay(ws, by_task)
+            bad = await send(ws, {"type": "reset", "data": {"split": "unseen_mix", "index": -1}})
+            again = await send(ws, {"type": "reset", "data": {"split": "train", "index": 0}})
+            return remote, bad, again
+
+    remote, bad, again = asyncio.run(main())
+    assert remote["observation"] == local["observation"] == ReleaseOpsToolEnv().reset(
+        split="unseen_mix", index=21, difficulty="hard")
+    assert remote["texts"] == local["texts"] and remote["last"]["done"]
+    assert remote["last"]["metadata"]["scenario"] == scenario  # told once the episode is over
+    assert bad["type"] == "error" and "0..999999" in json.dumps(bad)
+    assert again["type"] == "observation"  # the session survived the bad reset
+
+
+def hidden_words(scenario: dict) -> list[str]:
+    return [*ALL_FAMILIES, *ALL_MIXES, *ARCHETYPES, str(scenario["seed"])]
+
+
+def test_a_server_picked_task_leaks_nothing_before_done(live_server):
+    """Observation, state, errors and metadata before the end name no family, mix, archetype or seed."""
+    async def one(ws, split, index):
+        scenario = task_scenario(split, index)
+        local = local_transcript("planner", scenario, rng_seed=index)
+        seen = [await send(ws, {"type": "reset", "data": {"split": split, "index": index}})]
+        seen.append(await send(ws, {"type": "state"}))
+        seen.append(await send(ws, {"type": "step", "data": {"tool_name": "inspect_pr_diff", "arguments": {}}}))
+        seen.append(await send(ws, {"type": "step", "data": {"tool_name": "no_such_tool", "arguments": {}}}))
+        for tool, args in local["calls"][:-1]:  # all but the call that ends it
+            seen.append(await send(ws, {"type": "step", "data": {"tool_name": tool, "arguments": args}}))
+            seen.append(await send(ws, {"type": "state"}))
+        assert all(not m["data"].get("done") for m in seen)
+        text = json.dumps(seen)
+        leaked = [word for word in hidden_words(scenario) if word in text]
+        assert not leaked, (split, index, leaked)
+        return seen
+
+    async def main():
+        async with open_socket(live_server) as ws:
+            for split in SPLITS:
+                for index in (123_456, 234_567, 345_678, 456_789):  # seeds long enough to search for
+                    await one(ws, split, index)
+
+    asyncio.run(main())
+
+
+def test_the_operator_secret_salts_evaluation_tasks_and_never_reaches_the_wire():
+    secret = "operator-secret-4471"
+
+    async def first_boards(base):
+        async with open_socket(base) as ws:
+            replies = [await send(ws, {"type": "reset", "data": {"split": split, "index": 2}}) for split in SPLITS]
+            replies.append(await send(ws, {"type": "state"}))
+            return replies
+
+    with run_live_server(env={"RELEASEOPS_EVAL_SECRET": secret}) as base:
+        private = asyncio.run(first_boards(base))
+        meta = httpx.get(base + "/metadata", timeout=10).json()
+    public = [ReleaseOpsToolEnv().reset(split=split, index=2) for split in SPLITS]
+    boards = [m["data"]["observation"]["text"] for m in private[:-1]]
+    assert boards[0] == public[0]  # train: the same world on every host
+    assert all(b != p for b, p in zip(boards[1:], public[1:]))
+    assert meta["evaluation_draw"] == "private"
+    assert secret not in json.dumps(private) + json.dumps(meta)
