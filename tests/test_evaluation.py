@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from releaseops_arena import HELDOUT_FAMILIES, HELDOUT_MIXES
+from releaseops_arena import HELDOUT_FAMILIES, HELDOUT_MIXES, ReleaseOpsToolEnv
 from releaseops_arena.splits import SPLITS, scenarios
 from training import evaluate as ev
 from training.make_dataset import COLUMNS, build
@@ -114,7 +114,11 @@ def test_dataset_rows_have_exactly_the_training_columns():
     assert row["prompt"][0]["role"] == "user" and "supervisor" in row["prompt"][0]["content"]
     assert row["split"] == "train"
     assert build("train", 24).to_list() == ds.to_list()  # deterministic
-    assert not set(ds["family"]) & set(HELDOUT_FAMILIES)
+    for row in ds.select(range(5)):  # a row is a task: the env plays the split's scenario of that index
+        assert ReleaseOpsToolEnv().reset(**row) == ReleaseOpsToolEnv().reset(
+            **scenarios("train", 1, row["difficulty"], start=row["index"]).__next__())
+    hard = build("unseen_family", 6, "hard")
+    assert set(hard["difficulty"]) == {"hard"} and hard["index"] == list(range(6))
 
 
 def test_plot_writes_a_png(tmp_path):

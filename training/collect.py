@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from releaseops_arena import rewards
 from releaseops_arena.baselines import play
-from releaseops_arena.splits import SPLITS, scenarios
+from releaseops_arena.splits import SPLITS, task_scenario
 
 from .evaluate import make_policy
 from .make_dataset import SYSTEM_PROMPT
@@ -76,7 +76,7 @@ def collect(policy: str, split: str, n: int, out: Path, difficulty: str | None =
     """Play `n` scenarios of `split` with `policy` into `out`; returns counts. Resumes a partial run."""
     serializer = RolloutSerializer(out)
     done = serializer.collected_episode_ids()
-    todo = [(i, s) for i, s in enumerate(scenarios(split, n, difficulty))
+    todo = [(i, task_scenario(split, i, difficulty)) for i in range(n)
             if episode_id(policy, split, difficulty, i) not in done]
     for i, scenario in tqdm(todo, desc=f"collect {policy}", disable=not progress):
         run = play(make_policy(policy), scenario, rng_seed=i * 7919)

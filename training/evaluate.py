@@ -25,7 +25,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from releaseops_arena.baselines import POLICIES, Policy, play
-from releaseops_arena.splits import SPLITS, scenarios
+from releaseops_arena.splits import SPLITS, task_scenario
 
 Z95 = 1.959963984540054
 
@@ -175,7 +175,7 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
     """
     if base_url is not None:
         OPENAI_ENDPOINT["base_url"] = base_url
-    scenario_list = list(scenarios(split, n, difficulty))
+    scenario_list = [task_scenario(split, i, difficulty) for i in range(n)]  # tasks 0..n-1 of the split
     stochastic = getattr(POLICY_FACTORIES.get(policy), "stochastic", False)
     repeats = k if stochastic else 1
     if policy.startswith("hf:"):

@@ -1,11 +1,12 @@
-"""Dataset rows for GRPO: `prompt, family, seed, difficulty, archetype_mix, split`.
+"""Dataset rows for GRPO: `prompt, split, index, difficulty`.
 
     python -m training.make_dataset --out data/ --train 512 --eval 128
 
-`prompt` is chat-format messages; the other columns are what
-`ReleaseOpsToolEnv.reset(**row)` takes. Splits use disjoint seed ranges, and the
-held-out family and mix never appear in `train`. Saved as parquet; nothing is
-pushed anywhere.
+`prompt` is chat-format messages; the other columns name a task of the Task
+API (`releaseops_arena.splits.ReleaseTasks`), which `ReleaseOpsToolEnv.reset(**row)`
+and a server's reset both take. A row names no family, mix or seed: the task
+fixes them. Splits use disjoint seed ranges, and the held-out family and mix
+never appear in `train`. Saved as parquet; nothing is pushed anywhere.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from releaseops_arena.splits import scenarios
+from releaseops_arena.splits import task_scenario
 
 SYSTEM_PROMPT = (
     "You are the release oversight supervisor. Use tools sparingly. Gather evidence only when justified. "
     "Resolve all active proposals. Stop once the phase or episode is resolved."
 )
-COLUMNS = ["prompt", "family", "seed", "difficulty", "archetype_mix", "split"]
+COLUMNS = ["prompt", "split", "index", "difficulty"]
 
 
 def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
-    return [{"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], **s, "split": split}
-            for s in scenarios(split, n, difficulty)]
+    return [{"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], "split": split, "index": i,
+             "difficulty": task_scenario(split, i, difficulty)["difficulty"]} for i in range(n)]
 
 
 def build(split: str, n: int, difficulty: str | None = None) -> Dataset:
