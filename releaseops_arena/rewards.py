@@ -40,6 +40,23 @@ RETURN_MAX = round(SAFE_SHIP + (DISCOVERY + BUDGET_UNIT) * min(MAX_REVIEW_BUDGET
 RETURN_MIN = round(UNSAFE_SHIP + BUDGET_UNIT * MAX_REVIEW_BUDGET + INVALID_ACTION * (MAX_TOOL_CALLS - 1), 6)
 
 
+# The return by part: each part is a line of the table times the episode's
+# count of its event. The parts sum to the episode return at every step (a
+# test holds the engine to it), and the server's rubric tree names one child
+# per part. Discoveries count only once paid, with the terminal reward.
+PARTS = {
+    "outcome": lambda c: OUTCOME_REWARD[c["outcome"]] if c["outcome"] else 0.0,
+    "budget": lambda c: BUDGET_UNIT * c["budget_used"],
+    "invalid_calls": lambda c: INVALID_ACTION * c["invalid_actions"],
+    "discoveries": lambda c: DISCOVERY * c["discoveries_paid"],
+}
+
+
+def breakdown(counters: dict) -> dict[str, float]:
+    """The return so far by part, from an episode's `reward_counters()`."""
+    return {name: round(part(counters), 6) for name, part in PARTS.items()}
+
+
 def table() -> dict[str, float]:
     """The reward table as data (README, /metadata)."""
     return {

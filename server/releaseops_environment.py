@@ -23,6 +23,7 @@ except ImportError:  # run from the repo root as `server.app` (OpenEnv's own tem
     from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 
 from .mcp_tools import SessionToolServer
+from .rubric import EpisodeReturn
 
 SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
 TASK_KEYS = ("split", "index")
@@ -52,7 +53,7 @@ class ReleaseOpsEnvironment(Environment):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self):
-        super().__init__()
+        super().__init__(rubric=EpisodeReturn())
         self._episode: Episode | None = None
         self._episode_id: str | None = None
         self._picked_by_server = False  # a task: its family, mix and seed stay hidden until done
@@ -87,6 +88,7 @@ class ReleaseOpsEnvironment(Environment):
             kwargs["seed"] = seed
         # Raises ValueError / IndexError naming the valid values.
         self._episode, self._picked_by_server = start_episode(kwargs, TASKS)
+        self.rubric(None, self._episode.reward_counters())
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
         return ReleaseOpsObservation(text=self._episode.initial_observation, board=self._episode.board(),
                                      done=False, reward=0.0)
@@ -128,6 +130,7 @@ class ReleaseOpsEnvironment(Environment):
         except EpisodeOver as exc:
             return self._observation(str(exc), 0.0, error=str(exc))
         self._steps += 1
+        self.rubric(action, ep.reward_counters())
         return self._observation(result.text, result.reward, error=result.error)
 
     def _observation(self, text: str, reward: float, error: str | None) -> ReleaseOpsObservation:
@@ -135,7 +138,8 @@ class ReleaseOpsEnvironment(Environment):
         metadata: dict[str, Any] = {}
         if ep.done:
             # The truth may be told once the episode is over.
-            metadata = {"metrics": ep.metrics(), "audit": ep.audit, "scenario": ep.config}
+            metadata = {"metrics": ep.metrics(), "reward_breakdown": self.rubric.breakdown(), "audit": ep.audit,
+                        "scenario": ep.config}
         return ReleaseOpsObservation(text=text, board=ep.board(), error=error, outcome=ep.outcome,
                                      episode_return=ep.episode_return, done=ep.done, reward=reward,
                                      metadata=metadata)

@@ -329,3 +329,44 @@ def test_at_most_two_evidence_actions_per_phase_and_the_budget_never_goes_negati
         except ValueError as exc:
             assert "no evidence actions left" in str(exc)
     assert calls == 2 and world(env).budget_left == world(env).budget - 2
+
+
+def recorded_episodes(monkeypatch, n=150):
+    """Play every baseline policy over `n` scenarios and hand back each finished engine `Episode`."""
+    from releaseops_arena import baselines
+    from releaseops_arena.splits import scenarios
+
+    played = []
+
+    class Recording(baselines.ReleaseOpsToolEnv):
+        def reset(self, **kwargs):
+            observation = super().reset(**kwargs)
+            played.append(self._episode)
+            return observation
+
+    monkeypatch.setattr(baselines, "ReleaseOpsToolEnv", Recording)
+    for policy in baselines.POLICIES:
+        for i, scenario in enumerate(scenarios("heldout_seeds", n)):
+            baselines.play(baselines.POLICIES[policy](), scenario, rng_seed=i)
+    return played
+
+
+def test_the_reward_parts_sum_to_the_return_and_each_moves_only_with_its_own_event(monkeypatch):
+    episodes = recorded_episodes(monkeypatch)
+    assert len(episodes) >= 1000
+    for ep in episodes:
+        total = rewards.breakdown(ep.reward_counters())
+        assert sum(total.values()) == pytest.approx(ep.episode_return, abs=1e-6)
+        for name in total:
+            assert sum(entry["reward_parts"][name] for entry in ep.audit) == pytest.approx(total[name], abs=1e-6)
+        for entry in ep.audit:
+            parts = entry["reward_parts"]
+            assert sum(parts.values()) == pytest.approx(entry["reward"], abs=1e-6)
+            assert (parts["invalid_calls"] != 0) == (entry["error"] is not None)
+            assert parts["budget"] == pytest.approx(rewards.BUDGET_UNIT * entry["budget_cost"])
+            if entry["terminal"] is None:  # the outcome and the discoveries are paid at the end only
+                assert parts["outcome"] == parts["discoveries"] == 0
+        assert ep.audit[-1]["reward_parts"]["outcome"] == rewards.OUTCOME_REWARD[ep.outcome]
+    # Every part moved somewhere, so none of the checks above held vacuously.
+    moved = {name for ep in episodes for e in ep.audit for name, v in e["reward_parts"].items() if v}
+    assert moved == set(rewards.PARTS)

@@ -42,14 +42,10 @@ def conversation(run: dict) -> list[dict]:
 
 
 def reward_breakdown(metrics: dict) -> dict[str, float]:
-    """The verified return by part of the reward table; the parts sum to the return."""
-    parts = {
-        "outcome": rewards.OUTCOME_REWARD[metrics["outcome"]],
-        "budget": rewards.BUDGET_UNIT * metrics["budget_used"],
-        "invalid_actions": rewards.INVALID_ACTION * metrics["invalid_actions"],
-        "discoveries": rewards.DISCOVERY * metrics["discoveries"],
-    }
-    return {k: round(v, 6) for k, v in parts.items()}
+    """The verified return by part of the reward table (the server's rubric tree); the parts sum to it."""
+    return rewards.breakdown({"outcome": metrics["outcome"], "budget_used": metrics["budget_used"],
+                              "invalid_actions": metrics["invalid_actions"],
+                              "discoveries_paid": metrics["discoveries"]})  # all paid once the episode is over
 
 
 def episode_id(policy: str, split: str, difficulty: str | None, index: int) -> str:
