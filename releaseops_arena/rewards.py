@@ -56,6 +56,11 @@ def breakdown(counters: dict) -> dict[str, float]:
     """The return so far by part, from an episode's `reward_counters()`."""
     return {name: round(part(counters), 6) for name, part in PARTS.items()}
 
+# The largest single step reward: the terminal step of a safe ship pays every
+# discovery bonus at once (their budget costs fell on earlier steps), so a step
+# can exceed RETURN_MAX. openenv.yaml's reward range is [RETURN_MIN, STEP_REWARD_MAX].
+STEP_REWARD_MAX = round(SAFE_SHIP + DISCOVERY * MAX_LATENT_VIOLATIONS, 6)
+
 
 def table() -> dict[str, float]:
     """The reward table as data (README, /metadata)."""
