@@ -59,7 +59,7 @@ def breakdown(counters: dict) -> dict[str, float]:
 # The largest single step reward: the terminal step of a safe ship pays every
 # discovery bonus at once (their budget costs fell on earlier steps), so a step
 # can exceed RETURN_MAX. openenv.yaml's reward range is [RETURN_MIN, STEP_REWARD_MAX].
-STEP_REWARD_MAX = round(SAFE_SHIP + DISCOVERY * MAX_LATENT_VIOLATIONS, 6)
+STEP_REWARD_MAX = round(SAFE_SHIP + DISCOVERY * min(MAX_REVIEW_BUDGET, MAX_LATENT_VIOLATIONS), 6)
 
 
 def table() -> dict[str, float]:
