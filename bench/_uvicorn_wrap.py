@@ -7,10 +7,13 @@ Same arguments and uvicorn settings as `python -m uvicorn APP --host H --port P
 --log-level L`. Environment switches:
 
 * BENCH_GC_FREEZE=1: import the app, `gc.collect()` then `gc.freeze()` before
-  serving (the fix the report proposes for server/app.py: the start-up heap,
-  OpenEnv's unconditional gradio import included, leaves the collector's view).
+  serving (what server/app.py does itself at import; this applies it to any app,
+  the echo baseline included): the start-up heap, OpenEnv's unconditional gradio
+  import included, leaves the collector's view.
 * BENCH_GC_LOG=path: record every full (generation 2) collection (wall-clock
-  start, duration) and write them as JSON at exit.
+  start, duration, through `gc.callbacks`) and write them as JSON at exit, with
+  the heap once the app was imported: the objects the collector tracks, and how
+  many of them the app had frozen itself.
 * BENCH_TIMERS=path: in-situ timers, written as JSON at exit: thread CPU time of
   every env.reset / env.step call made through the session executor, and of
   OpenEnv's `deserialize_action`, `serialize_observation` and the response's
@@ -101,6 +104,9 @@ def main() -> None:
     timers = _install_timers() if timers_out else None
     module, _, attr = args.app.partition(":")
     app = getattr(importlib.import_module(module), attr or "app")
+    # the start-up heap, before any session, and how much of it the app froze itself
+    frozen_at_start = gc.get_freeze_count()
+    tracked_at_start = len(gc.get_objects()) + frozen_at_start
     if os.environ.get("BENCH_GC_FREEZE") == "1":
         gc.collect()
         gc.freeze()
@@ -141,7 +147,8 @@ def main() -> None:
                 json.dump({k: {"calls": n, "cpu_s": t} for k, (n, t) in timers.items()}, f)
         if gc_log:
             with open(gc_log, "w") as f:
-                json.dump({"frozen": gc.get_freeze_count(), "full_collections": events}, f)
+                json.dump({"tracked_objects_at_start": tracked_at_start, "frozen_by_app": frozen_at_start,
+                           "frozen": gc.get_freeze_count(), "full_collections": events}, f)
         if profile_out:
             main_prof.disable()
             stats = pstats.Stats(main_prof)

@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmark scripts: workloads, statistics, pinning, servers.
+"""Shared helpers for the benchmark scripts: workloads, statistics, pinning, the machine, output, servers.
 
 Nothing here is timed itself. The workload is always a replay: a reference
 policy plays in-process first (`play`), its call sequences are recorded, and
@@ -13,18 +13,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from releaseops_arena.baselines import POLICIES, play  # noqa: E402
-from releaseops_arena.catalog import ALL_FAMILIES, ARCHETYPE_MIXES, DIFFICULTIES  # noqa: E402
+from bench.launch import REPO_ROOT, uvicorn_process
+from releaseops_arena.baselines import POLICIES, play
+from releaseops_arena.catalog import ALL_FAMILIES, ARCHETYPE_MIXES, DIFFICULTIES
 
 SEED_BASE = 1_000_000  # the heldout_seeds range: never the seeds the rule was tuned on
 
@@ -145,45 +139,12 @@ def write_json(path: Optional[str], data: dict) -> None:
 # ------------------------------------------------------------------- servers
 
 @contextlib.contextmanager
-def uvicorn_server(app: str, env: Optional[Mapping[str, Optional[str]]] = None, cpus: Optional[set[int]] = None,
-                   log_level: str = "warning", module: str = "uvicorn") -> Iterator[tuple[str, int]]:
-    """`python -m uvicorn APP` on a free port of 127.0.0.1; yields (base_url, pid); stops it by PID.
-
-    Every server gets the same uvicorn settings (defaults, log level `warning`), the
-    web interface is off (ENABLE_WEB_INTERFACE removed), and it is optionally pinned
-    to `cpus` from its start. `module` replaces `uvicorn` (the instrumented wrapper
-    `bench._uvicorn_wrap` takes the same arguments).
-    """
-    from tests.live_server import _stop, child_environment, free_port, wait_for_health
-
-    port = free_port()
+def bench_server(app: str, env: Optional[Mapping[str, Optional[str]]] = None, cpus: Optional[set[int]] = None,
+                 module: str = "uvicorn") -> Iterator[tuple[str, int]]:
+    """Every benchmarked server alike: uvicorn defaults, `--log-level warning`, the web interface
+    off (ENABLE_WEB_INTERFACE removed), optionally pinned to `cpus`; yields (base_url, pid).
+    `module` replaces `uvicorn` (the instrumented wrapper `bench._uvicorn_wrap` takes the same arguments)."""
     pythonpath = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    child_env = child_environment({"ENABLE_WEB_INTERFACE": None, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath,
-                                   **(env or {})})
-    base_url = f"http://127.0.0.1:{port}"
-    preexec = None
-    if cpus and hasattr(os, "sched_setaffinity"):
-        use = (cpus & os.sched_getaffinity(0)) or cpus
-
-        def preexec() -> None:  # runs in the child before exec: every later thread inherits it
-            os.sched_setaffinity(0, use)
-    with tempfile.TemporaryFile(mode="w+b") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, app, "--host", "127.0.0.1", "--port", str(port), "--log-level", log_level],
-            cwd=REPO_ROOT, env=child_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=preexec,
-        )
-        try:
-            try:
-                wait_for_health(base_url, timeout=90, alive=lambda: proc.poll() is None)
-            except (RuntimeError, TimeoutError) as e:
-                _stop(proc)
-                log.seek(0)
-                raise RuntimeError(f"{e}\n--- server output ---\n{log.read().decode(errors='replace')[-4000:]}")
-            yield base_url, proc.pid
-        finally:
-            _stop(proc)
-            log.seek(0)
-            tail = log.read().decode(errors="replace")
-            if proc.returncode not in (0, -15, None) and tail:
-                print(f"[server {app} exited {proc.returncode}]\n{tail[-2000:]}", file=sys.stderr)
+    with uvicorn_process(app, env={"ENABLE_WEB_INTERFACE": None, "PYTHONPATH": pythonpath, **(env or {})},
+                         module=module, args=("--log-level", "warning"), cpus=cpus, timeout=90) as served:
+        yield served

@@ -27,14 +27,11 @@ import cProfile
 import gc
 import json
 import pstats
-import re
 import time
 
-from bench.common import med, percentile, pin, allowed_cpus, record, summary, workload_scenarios, write_json
+from bench import profiles
+from bench.common import allowed_cpus, med, percentile, pin, record, summary, workload_scenarios, write_json
 from releaseops_arena.tool_env import ReleaseOpsToolEnv
-
-GOAL_CALLS_PER_S = 20_000
-GOAL_FLOOR_RATIO = 3.0
 
 
 def _prepare(episodes: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -125,19 +122,6 @@ def one_repeat(episodes: list[dict], boards: list[dict], results: list[dict]) ->
     }
 
 
-def _top(stats: pstats.Stats, total: float, n: int = 15) -> list[dict]:
-    rows = []
-    for (filename, line, func), (cc, nc, tt, ct, _callers) in stats.stats.items():
-        short = filename.split("/site-packages/")[-1].split("/releaseops_arena/")[-1]
-        if "/lib/python3" in short:
-            short = "stdlib:" + short.split("/lib/python3")[-1].split("/", 1)[-1]
-        func = re.sub(r" at 0x[0-9a-f]+", "", func)
-        label = f"{short}:{line}({func})" if line else func
-        rows.append({"function": label, "calls": nc, "tottime_share": tt / total, "cumtime_share": ct / total})
-    rows.sort(key=lambda r: -r["tottime_share"])
-    return rows[:n]
-
-
 def profile(episodes: list[dict]) -> dict:
     """cProfile of the steps alone and of the resets alone (one replay each)."""
     env = ReleaseOpsToolEnv()
@@ -153,14 +137,7 @@ def profile(episodes: list[dict]) -> dict:
             except ValueError:
                 pass
         steps.disable()
-    out = {}
-    for name, prof in (("steps", steps), ("resets", resets)):
-        st = pstats.Stats(prof)
-        total = st.total_tt
-        out[name] = {"total_s": total, "top_tottime": _top(st, total)}
-        cum = sorted(_top(st, total, n=10_000), key=lambda r: -r["cumtime_share"])
-        out[name]["top_cumtime"] = cum[:15]
-    return out
+    return {name: profiles.top(pstats.Stats(prof)) for name, prof in (("steps", steps), ("resets", resets))}
 
 
 def run(quick: bool = False, per_cell: int | None = None, repeats: int | None = None) -> dict:
@@ -204,12 +181,6 @@ def run(quick: bool = False, per_cell: int | None = None, repeats: int | None = 
         "median": medians,
         "range": spread,
         "runs": runs,
-        "goals": {
-            "calls_per_s": {"goal": f">= {GOAL_CALLS_PER_S:,}", "value": medians["calls_per_s"],
-                            "met": medians["calls_per_s"] >= GOAL_CALLS_PER_S},
-            "floor_ratio": {"goal": f"<= {GOAL_FLOOR_RATIO}x json.dumps(episode.board())",
-                            "value": medians["ratio_board"], "met": medians["ratio_board"] <= GOAL_FLOOR_RATIO},
-        },
         "profile": profile(episodes),
     }
 

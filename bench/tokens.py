@@ -25,15 +25,13 @@ import json
 import time
 
 from bench.common import summary, write_json
+from bench.goals import RESULT_CHARS
 from releaseops_arena.baselines import POLICIES, play
 from releaseops_arena.catalog import DIFFICULTIES
 from releaseops_arena.rendering import dumps
 from releaseops_arena.splits import scenarios
 from releaseops_arena.tools import tool_schemas
 
-GOAL_INITIAL_MEDIUM = 1_200
-GOAL_RESULT = 400
-GOAL_ORACLE_TRANSCRIPT = 6_000
 
 
 def without_next(text: str) -> str:
@@ -64,7 +62,8 @@ def run(n: int) -> dict:
         return [len(e.ids) for e in backend.encode_batch(texts, add_special_tokens=False)] if texts else []
 
     schemas = json.dumps(tool_schemas())
-    out: dict = {"episodes_per_difficulty": n, "tokenizer": {"vocab": len(tokenizer), "build_s": tokenizer_s},
+    out: dict = {"episodes_per_difficulty": n, "result_limit_chars": RESULT_CHARS,
+                 "tokenizer": {"vocab": len(tokenizer), "build_s": tokenizer_s},
                  "tool_schemas": {"chars": len(schemas), "tokens": count([schemas])[0]}, "by_difficulty": {}}
     for difficulty in DIFFICULTIES:
         scen = list(scenarios("heldout_seeds", n, difficulty=difficulty))
@@ -101,8 +100,8 @@ def run(n: int) -> dict:
                 "result_chars_without_next": _int_summary(bare_chars),
                 "result_tokens_whole": _int_summary(count(results_whole)),
                 "result_tokens_without_next": _int_summary(count(results_bare)),
-                "results_over_400_whole": sum(1 for c in whole_chars if c > GOAL_RESULT),
-                "results_over_400_without_next": sum(1 for c in bare_chars if c > GOAL_RESULT),
+                "results_over_limit_whole": sum(1 for c in whole_chars if c > RESULT_CHARS),
+                "results_over_limit_without_next": sum(1 for c in bare_chars if c > RESULT_CHARS),
                 "largest_result_without_next": {"tool": tool_of[largest], "chars": bare_chars[largest],
                                                 "text": results_bare[largest]} if largest is not None else None,
                 "transcript_chars": _int_summary([len(t) for t in transcripts]),
@@ -113,23 +112,6 @@ def run(n: int) -> dict:
             "initial_tokens": _int_summary(count(initial)),
             "policies": per_policy,
         }
-    med_initial = out["by_difficulty"]["medium"]["initial_chars"]["median"]
-    max_bare = max(out["by_difficulty"][d]["policies"][p]["result_chars_without_next"]["max"]
-                   for d in DIFFICULTIES for p in ("oracle", "rule"))
-    max_whole = max(out["by_difficulty"][d]["policies"][p]["result_chars_whole"]["max"]
-                    for d in DIFFICULTIES for p in ("oracle", "rule"))
-    oracle_tr = {d: out["by_difficulty"][d]["policies"]["oracle"]["transcript_chars"]["median"] for d in DIFFICULTIES}
-    out["goals"] = {
-        "initial_medium": {"goal": f"median <= {GOAL_INITIAL_MEDIUM:,} chars (medium)", "value": med_initial,
-                           "met": med_initial <= GOAL_INITIAL_MEDIUM},
-        "result_without_next": {"goal": f"every result <= {GOAL_RESULT} chars without \"next\"", "value": max_bare,
-                                "met": max_bare <= GOAL_RESULT},
-        "result_whole": {"goal": f"every whole result string <= {GOAL_RESULT} chars", "value": max_whole,
-                         "met": max_whole <= GOAL_RESULT},
-        "oracle_transcript": {"goal": f"median oracle transcript <= {GOAL_ORACLE_TRANSCRIPT:,} chars (each difficulty)",
-                              "value": max(oracle_tr.values()), "by_difficulty": oracle_tr,
-                              "met": max(oracle_tr.values()) <= GOAL_ORACLE_TRANSCRIPT},
-    }
     return out
 
 
