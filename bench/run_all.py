@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--render-only", action="store_true", help="re-render from --json-dir without measuring")
     args = parser.parse_args(argv)
     json_dir = Path(args.json_dir)
-    json_dir.mkdir(parents=True, exist_ok=True)
     if not args.render_only:
+        json_dir.mkdir(parents=True, exist_ok=True)
         measure(json_dir, args.quick)
     results = load_results(json_dir)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
