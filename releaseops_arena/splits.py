@@ -62,7 +62,7 @@ SPLIT_DESCRIPTIONS = {
 def task_scenario(split: str, index: int, difficulty: str | None = None) -> dict:
     """The scenario arguments of task `index` of `split` (at `difficulty` if given)."""
     _check_split(split)
-    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < TASKS_PER_SPLIT:
+    if not _is_int(index) or not 0 <= index < TASKS_PER_SPLIT:
         raise IndexError(f"task index must be an int in 0..{TASKS_PER_SPLIT - 1}, not {index!r}")
     return next(scenarios(split, 1, difficulty, start=int(index)))
 
@@ -113,19 +113,36 @@ def _check_split(split: str) -> None:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
 
 
-def start_episode(columns: dict, tasks: ReleaseTasks) -> tuple[Episode, bool]:
-    """The episode a reset's arguments (or a dataset row's columns) ask for, and whether it is a task.
+def reset_arguments(columns: dict) -> dict:
+    """The reset arguments a dataset row (or a caller's keywords) asks for, in-process or remote.
 
-    With `index`, the task `index` of `split` (`difficulty` optional); otherwise
-    the explicit scenario (`family`, `seed`, `difficulty`, `archetype_mix`, each
-    defaulting from the catalogue). Asking for both is refused.
+    With `index`: the task, `split` and `index` (and `difficulty` when given).
+    Otherwise the explicit scenario (`family`, `seed`, `difficulty`,
+    `archetype_mix`, each defaulting from the catalogue). Other columns, such as
+    `prompt`, are dropped; asking for both a task and a scenario is refused.
     """
     if columns.get("index") is None:
-        return Episode(**scenario_config(columns)), False
+        return scenario_config(columns)
     explicit = [key for key in ("family", "seed", "archetype_mix") if columns.get(key) is not None]
     if explicit:
         raise ValueError(f"pass a task (split, index, optional difficulty) or a scenario (family, seed, "
                          f"difficulty, archetype_mix), not both: got index and {', '.join(explicit)}")
     if columns.get("split") is None:
         raise ValueError(f"index needs a split; valid: {', '.join(SPLITS)}")
-    return tasks.episode(columns["split"], columns["index"], columns.get("difficulty")), True
+    index = columns["index"]
+    task = {"split": columns["split"], "index": int(index) if _is_int(index) else index}  # numpy ints from a dataset
+    if columns.get("difficulty") is not None:
+        task["difficulty"] = columns["difficulty"]
+    return task
+
+
+def start_episode(columns: dict, tasks: ReleaseTasks) -> tuple[Episode, bool]:
+    """The episode a reset asks for (see `reset_arguments`), and whether it is a task."""
+    args = reset_arguments(columns)
+    if "index" not in args:
+        return Episode(**args), False
+    return tasks.episode(args["split"], args["index"], args.get("difficulty")), True
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

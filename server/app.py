@@ -1,14 +1,16 @@
 """ASGI app: `uvicorn server.app:app` from the repo root, or `releaseops-serve`.
 
 Settings (environment variables):
-  MAX_CONCURRENT_ENVS     WebSocket sessions served at once (default 64).
+  MAX_CONCURRENT_ENVS     WebSocket sessions served at once per worker (default 64).
+  WEB_CONCURRENCY         worker processes (default 1; `--workers` of releaseops-serve).
   SESSION_IDLE_TIMEOUT_S  an idle session's slot is freed after this many
                           seconds (default 1800; 0 turns the reaper off).
                           Keep it above a trainer's longest gap between calls.
   RELEASEOPS_EVAL_SECRET  the operator's evaluation secret (unset: the public
                           draw): salts the worlds of evaluation-split tasks.
-  ENABLE_WEB_INTERFACE    true to mount the web demo at /web (the "Release
-                          board" tab, server/web_ui.py, then the Playground).
+  ENABLE_WEB_INTERFACE    true to mount the web demo at /web (the Release
+                          board, server/web_ui.py; OpenEnv's shared
+                          Playground stays off, see server/web_app.py).
 """
 
 from __future__ import annotations
@@ -23,21 +25,22 @@ from releaseops_arena import catalog, rewards
 from releaseops_arena.tools import tool_schemas
 
 from .frame_guard import FrameGuard
+from .web_app import build_release_board, drop_shared_playground
 from .releaseops_environment import (EVAL_SECRET_ENV, ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation,
                                      ReleaseOpsState)
 
-MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))
+MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))  # per worker process
+# Worker processes serving this port. uvicorn's own `--workers` default is
+# $WEB_CONCURRENCY, and `releaseops-serve --workers N` sets it, so every worker
+# can report the count; each worker holds its own sessions and capacity.
+WORKERS = int(os.environ.get("WEB_CONCURRENCY") or 1)
 SESSION_IDLE_TIMEOUT_S = float(os.environ.get("SESSION_IDLE_TIMEOUT_S", "1800"))
 # Server-side WebSocket keepalive: a trainer's client may be busy for a while
 # between messages, so a missed pong is tolerated for two minutes.
 WS_PING_INTERVAL_S, WS_PING_TIMEOUT_S = 20.0, 120.0
-
-
-def build_release_board(*args):
-    """Imported only when the web UI is on: gradio costs seconds of start-up otherwise."""
-    from .web_ui import build_release_board as build
-
-    return build(*args)
+# uvicorn restarts a worker that misses a 5 s health ping; a worker still importing
+# gradio and openenv on a busy 2-core machine can miss it, so it gets longer.
+WORKER_HEALTHCHECK_S = 60.0
 
 
 app = create_app(
@@ -50,12 +53,13 @@ app = create_app(
         session_timeout=SESSION_IDLE_TIMEOUT_S or None,
     ),
     state_cls=ReleaseOpsState,
-    # With ENABLE_WEB_INTERFACE=true: the "Release board" tab (server/web_ui.py)
-    # is primary at /web, before OpenEnv's generic Playground.
+    # With ENABLE_WEB_INTERFACE=true: the Release board (server/web_ui.py) alone at
+    # /web, one episode per browser session; OpenEnv's generic Playground would
+    # play one environment shared by every visitor, so it is off (web_app.py).
     gradio_builder=build_release_board,
-    custom_tab_name="Release board",
-    custom_tab_primary=True,
+    show_default_tab=False,
 )
+drop_shared_playground(app)
 
 # Frames OpenEnv's handlers would die on (non-object JSON, binary, huge) are
 # answered at our boundary instead, and the session plays on (frame_guard.py).
@@ -76,7 +80,8 @@ def metadata() -> dict:
         "reward": rewards.table(),
         # Whether the evaluation splits are the public draw or salted with an operator secret.
         "evaluation_draw": "private" if os.environ.get(EVAL_SECRET_ENV) else "public",
-        "max_concurrent_envs": MAX_CONCURRENT_ENVS,
+        "max_concurrent_envs": MAX_CONCURRENT_ENVS,  # of the worker that answered
+        "workers": WORKERS,
         "session_idle_timeout_s": SESSION_IDLE_TIMEOUT_S,
     }
 
@@ -95,9 +100,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Serve ReleaseOps Arena (OpenEnv).")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=WORKERS,
+                        help="worker processes, each with its own MAX_CONCURRENT_ENVS sessions "
+                             "(default: $WEB_CONCURRENCY or 1)")
     args = parser.parse_args()
-    uvicorn.run(app, host=args.host, port=args.port, ws_ping_interval=WS_PING_INTERVAL_S,
-                ws_ping_timeout=WS_PING_TIMEOUT_S)
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, not {args.workers}")
+    os.environ["WEB_CONCURRENCY"] = str(args.workers)  # read back by each worker for /metadata
+    # Several workers need the app as an import string, so each process builds its own.
+    target = app if args.workers == 1 else f"{__package__ or 'server'}.app:app"
+    uvicorn.run(target, host=args.host, port=args.port, workers=args.workers,
+                ws_ping_interval=WS_PING_INTERVAL_S, ws_ping_timeout=WS_PING_TIMEOUT_S,
+                timeout_worker_healthcheck=WORKER_HEALTHCHECK_S)
 
 
 if __name__ == "__main__":

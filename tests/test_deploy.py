@@ -1,0 +1,132 @@
+"""Scale-out: worker processes on one port, replicas on several, and the Kubernetes manifest."""
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from websockets.exceptions import ConnectionClosed
+
+from bench.launch import uvicorn_process
+from client import close_all, make_remote_env_factory
+from releaseops_arena.splits import task_scenario
+from tests.live_server import REPO_ROOT, http_get
+from tests.wire import local_transcript, open_socket, send, wait_for_free_slots
+
+MANIFESTS = REPO_ROOT / "deploy" / "kubernetes"
+K8S_VERSION = "1.30.0"  # the oldest Kubernetes release still maintained when the manifest was written
+
+
+def documents() -> dict[str, dict]:
+    docs = {}
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            for doc in yaml.safe_load_all(path.read_text()):
+                docs[doc["kind"]] = doc
+    return docs
+
+
+def test_the_manifests_are_valid_kubernetes_objects():
+    docs = documents()
+    assert set(docs) == {"ConfigMap", "Deployment", "Service"}
+    for doc in docs.values():
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)  # raises on any unknown or bad field
+    listed = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == sorted(p.name for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def test_the_deployment_matches_the_validation_manifest_and_the_server_settings():
+    docs = documents()
+    pod = docs["Deployment"]["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    declared = yaml.safe_load((REPO_ROOT / "openenv.yaml").read_text())["validation"]["resources"]
+    for bound in ("requests", "limits"):
+        res = container["resources"][bound]
+        assert float(res["cpu"]) == declared["cpu"]
+        assert res["memory"] == f"{declared['memory_mb']}Mi"
+        assert res["ephemeral-storage"] == f"{declared['disk_mb']}Mi"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["ports"] == [{"name": "http", "containerPort": 8000}]
+    # Headless, and it selects exactly the pods of the Deployment.
+    service = docs["Service"]["spec"]
+    assert service["clusterIP"] == "None"
+    assert service["selector"].items() <= pod["metadata"]["labels"].items()
+    # Every ConfigMap key is a setting the server documents and reads.
+    settings = (REPO_ROOT / "server" / "app.py").read_text()
+    for key in docs["ConfigMap"]["data"]:
+        assert f'os.environ.get("{key}"' in settings or key == "ENABLE_WEB_INTERFACE", key
+
+
+def sessions_held(base: str, attempts: int) -> int:
+    """Make `attempts` connections at once (each resets an episode); close them all; return how many held."""
+    async def main():
+        sockets, held = [], 0
+        try:
+            for _ in range(attempts):
+                ws = await open_socket(base).__aenter__()
+                sockets.append(ws)
+                try:
+                    reply = await send(ws, {"type": "reset", "data": {"seed": 1}})
+                except ConnectionClosed:  # refused: the worker that accepted it is full
+                    continue
+                held += reply["type"] == "observation"
+        finally:
+            for ws in sockets:
+                await ws.close()
+        return held
+
+    return asyncio.run(main())
+
+
+def wait_for_workers(log: Path, n: int, timeout: float = 120.0) -> None:
+    """/health answers as soon as one worker is up; wait until all `n` have started."""
+    deadline = time.monotonic() + timeout
+    while log.read_text(errors="replace").count("Application startup complete") < n:
+        assert time.monotonic() < deadline, f"{n} workers did not start within {timeout} s"
+        time.sleep(0.2)
+
+
+def test_two_workers_each_hold_their_own_sessions_and_report_the_count(tmp_path):
+    args = ["--workers", "2", "--timeout-worker-healthcheck", "60"]
+    log = tmp_path / "server.log"
+    with uvicorn_process(env={"MAX_CONCURRENT_ENVS": "8", "WEB_CONCURRENCY": "2"}, args=args,
+                         timeout=120, log_path=log) as (base, _pid):
+        wait_for_workers(log, 2)
+        meta = json.loads(http_get(base + "/metadata")[1])
+        assert meta["workers"] == 2 and meta["max_concurrent_envs"] == 8
+        held = sessions_held(base, 48)
+    # Both workers full, no more: each process keeps its own 8. (Which worker accepts a
+    # connection is the kernel's choice, so one may fill before the other: README, capacity.)
+    assert held == 16, held
+
+
+def test_two_replicas_share_128_generations_evenly_and_free_every_slot():
+    """The trainer's factory spreads sessions round-robin over the replicas' URLs."""
+    with uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (a, _), \
+            uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (b, _):
+        factory = make_remote_env_factory([a, b])
+        envs = [factory() for _ in range(128)]
+        scenarios = [task_scenario("train", i) for i in range(128)]
+        try:
+            # All 128 sessions are open at once: each replica holds exactly its 64, or one is refused.
+            firsts = [env.reset(split="train", index=i) for i, env in enumerate(envs)]
+            assert firsts == [local_transcript("rule", s, 0)["observation"] for s in scenarios]
+            for env, scenario in zip(envs, scenarios):
+                local = local_transcript("rule", scenario, 0)
+                texts = []
+                for tool, args in local["calls"]:
+                    try:
+                        texts.append(getattr(env, tool)(**args))
+                    except ValueError as exc:  # an invalid call, as in-process
+                        texts.append(str(exc))
+                assert texts == local["texts"] and env.done and env.reward == pytest.approx(local["return"])
+            for url in (a, b):
+                assert sessions_held(url, 1) == 0  # full while the 64 sessions stay open
+        finally:
+            assert close_all() == 128
+        for url in (a, b):
+            asyncio.run(wait_for_free_slots(url, 64))
