@@ -87,9 +87,10 @@ def metadata() -> dict:
 
 
 # Everything imported so far (gradio comes with OpenEnv even when the web UI is
-# off: ~200k objects) lives for the whole process. Freezing it keeps full
-# garbage collections from walking it under load: a measured 138 -> 26 ms p99
-# at 64 sessions (docs/benchmarks.md).
+# off: ~256k objects) lives for the whole process. Freezing it keeps full
+# garbage collections from walking it under load (docs/benchmarks.md, the GC
+# note: an unfrozen echo server spends 7.7% of its time in full collections,
+# frozen 0.3%).
 gc.collect()
 gc.freeze()
 
