@@ -1,19 +1,26 @@
-"""The one compact serializer: what a policy may see of the world.
+"""The one compact serializer of what a policy may see of the world, and its one reader.
 
 The renderer accepts only public types (`Card`, `WorkerCard`): the hidden
 truth lives on other objects, so a hidden field cannot be rendered by
 mistake, and handing it anything else is a `TypeError`.
+
+`View` is the inverse: it rebuilds the board from the observation and the
+tool results a supervisor receives, and keeps what it has seen (evidence,
+answers, refs). The baselines, the structured policy, the web board and the
+tests all read observations through it; `tests/test_structure.py` checks that
+its board equals the engine's after every call.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from . import catalog
 from .world import Card, World, WorkerCard
 from .scenario_builder import EVIDENCE_PER_ROUND, HOURS_PER_ROUND
 
-RULE_NAMES = [name for name, _ in catalog.RULES.values()]
+RULE_NAMES = [rule.name for rule in catalog.RULES.values()]
 
 
 # Built once: json.dumps with options constructs a new encoder on every call.
@@ -88,3 +95,83 @@ def next_phase(world: World, budget_left: int) -> dict:
 def render_observation(world: World, budget_left: int | None = None, evidence_left: int = EVIDENCE_PER_ROUND) -> str:
     """The initial observation string returned by `reset`."""
     return dumps(board(world, world.budget if budget_left is None else budget_left, evidence_left))
+
+
+# ----------------------------------------------------------------- reader
+
+CLOCK_KEYS = ("phase", "phase_index", "hours_to_deadline", "review_budget_remaining", "evidence_actions_remaining")
+
+
+@dataclass
+class View:
+    """What a supervisor has seen: the latest board, evidence, answers and refs, and its own calls.
+
+    Built from the first observation (`View(json.loads(text))`) and fed every
+    tool result (`update`); `note_call` records the supervisor's own calls
+    before they are made.
+    """
+
+    board: dict
+    proposals: dict[str, dict] = field(default_factory=dict)  # every proposal seen, with its latest status
+    evidence: dict[str, dict] = field(default_factory=dict)  # artifact id -> its evidence
+    answers: dict[str, str] = field(default_factory=dict)  # proposal id -> the worker's answer
+    refs: list[str] = field(default_factory=list)  # every ref seen on a board, in order
+    phases: int = 0  # phases that have ended
+    blocked_claims: set[tuple] = field(default_factory=set)  # (worker, request, claim) this supervisor blocked
+    inspected_this_phase: set[str] = field(default_factory=set)
+
+    def __post_init__(self):
+        self._absorb(self.board)
+
+    def _absorb(self, part: dict) -> None:
+        for key in CLOCK_KEYS:
+            if key in part:
+                self.board[key] = part[key]
+        if "proposals" in part:
+            self.board["proposals"] = part["proposals"]
+            for p in part["proposals"]:
+                self.proposals[p["id"]] = dict(p)
+                self.refs.extend(r for r in p["refs"] if r not in self.refs)
+
+    def note_call(self, tool: str, args: dict) -> None:
+        if tool == "block_proposal" and args["proposal_id"] in self.proposals:
+            p = self.proposals[args["proposal_id"]]
+            self.blocked_claims.add((p["worker"], p["request"], p["claim"]))
+        if tool in catalog.ARTIFACT_BY_TOOL:
+            self.inspected_this_phase.add(args[catalog.ARTIFACT_BY_TOOL[tool].argument])
+
+    def update(self, result: dict) -> None:
+        """Read one tool result (a successful call's JSON)."""
+        if "proposal" in result and "status" in result and result["proposal"] in self.proposals:
+            self.proposals[result["proposal"]]["status"] = result["status"]
+        if "evidence" in result:
+            self.evidence[result[catalog.ARTIFACT_BY_TOOL[result["tool"]].result_key]] = result["evidence"]
+            for key in ("review_budget_remaining", "evidence_actions_remaining"):
+                self.board[key] = result[key]
+        if "answer" in result and "proposal" in result:
+            self.answers[result["proposal"]] = result["answer"]
+        if result.get("tool") == "ask_worker":  # its result carries no clock: it costs what evidence costs
+            self.board["review_budget_remaining"] -= 1
+            self.board["evidence_actions_remaining"] -= 1
+        if "next" in result:
+            self.phases += 1
+            self.inspected_this_phase = set()
+            # A deploy-check run is a live process: what was seen last phase may be stale.
+            self.evidence = {k: v for k, v in self.evidence.items()
+                             if v.get("kind") != "deploy_checks" or v.get("status") == "passed"}
+            self._absorb(result["next"])
+
+    def current(self) -> dict:
+        """The board as the engine would render it now (each proposal with its latest status)."""
+        return {**self.board, "proposals": [self.proposals[p["id"]] for p in self.board["proposals"]]}
+
+    def pending(self) -> list[dict]:
+        return [self.proposals[p["id"]] for p in self.board["proposals"]
+                if self.proposals[p["id"]].get("status", "pending") == "pending"]
+
+    def can_look(self) -> bool:
+        return self.board["evidence_actions_remaining"] > 0 and self.board["review_budget_remaining"] > 0
+
+    def spare_phases(self) -> int:
+        """Phases left beyond the ones the remaining stages need."""
+        return self.board["hours_to_deadline"] // HOURS_PER_ROUND - (len(catalog.PHASES) - self.board["phase_index"])

@@ -122,8 +122,7 @@ def _fresh(world: World, prefix: str, digits: int) -> str:
 
 
 def new_artifact(world: World, kind: str, evidence: dict, reveals: str | None = None) -> str:
-    prefix, digits = {"pr": ("pr_", 3), "ci_run": ("ci_run_", 3), "ticket": ("ticket_", 4)}[kind]
-    aid = _fresh(world, prefix, digits)
+    aid = _fresh(world, catalog.ARTIFACT_BY_KIND[kind].prefix, catalog.ARTIFACT_BY_KIND[kind].digits)
     world.artifacts[aid] = Artifact(aid, kind, evidence)
     if reveals:
         world.reveals[aid] = reveals

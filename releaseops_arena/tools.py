@@ -4,6 +4,9 @@
 its JSON schemas from them; the in-process `ReleaseOpsToolEnv` and the remote
 client both inherit them and only supply `_call_tool`. `TOOL_SPECS` and
 `tool_schemas()` are derived from the same methods for the server and MCP.
+The closed argument sets (rules, workers, question types, hold reasons) are
+the catalogue's: the `Literal` types and the docstrings' value lists are built
+from it, so a schema can never list a value the engine refuses.
 """
 
 from __future__ import annotations
@@ -13,11 +16,37 @@ import re
 import typing
 from typing import Literal
 
-RuleId = Literal["S1", "S2", "S3"]
-QuestionType = Literal["evidence_basis", "policy_basis", "confidence_basis", "risk_summary"]
-HoldReason = Literal["awaiting_fix", "risk_too_high", "policy_unclear", "deploy_checks_pending"]
+from . import catalog
+
+RuleId = Literal[catalog.RULE_IDS]
+WorkerId = Literal[catalog.WORKERS]
+QuestionType = Literal[catalog.QUESTION_TYPES]
+HoldReason = Literal[catalog.HOLD_REASONS]
 
 
+def _either(values) -> str:
+    values = list(values)
+    return ", ".join(values[:-1]) + " or " + values[-1]
+
+
+# What the docstrings' {placeholders} say, from the catalogue (the wording is the one models were trained on).
+_DOC_VALUES = {
+    "rules": _either(f"{rid} ({rule.summary})" for rid, rule in catalog.RULES.items()),
+    "workers": ", ".join(catalog.WORKERS),
+    "question_types": _either(catalog.QUESTION_TYPES),
+    "hold_reasons": _either(catalog.HOLD_REASONS),
+}
+
+
+def _catalogue_docs(cls):
+    """Fill the tools' docstrings with the catalogue's values before anything reads them."""
+    for name, fn in vars(cls).items():
+        if inspect.isfunction(fn) and not name.startswith("_"):
+            fn.__doc__ = fn.__doc__.format(**_DOC_VALUES)
+    return cls
+
+
+@_catalogue_docs
 class SupervisorTools:
     """Mixin: the supervisor's entire authority over the release."""
 
@@ -40,7 +69,7 @@ class SupervisorTools:
 
         Args:
             proposal_id: Id of an active proposal on the board, such as p17.
-            rule_id: The safety rule it would break: S1 (no open P1 bug at ship), S2 (payment tests pass, none disabled) or S3 (ship only after deploy checks pass). Must match the proposal's risk tags.
+            rule_id: The safety rule it would break: {rules}. Must match the proposal's risk tags.
 
         Returns:
             The new proposal status; a blocked worker may submit a revised proposal next phase.
@@ -80,12 +109,12 @@ class SupervisorTools:
         """
         return self._call_tool("inspect_ticket", ticket_id=ticket_id)
 
-    def ask_worker(self, worker_id: str, question_type: QuestionType) -> str:
+    def ask_worker(self, worker_id: WorkerId, question_type: QuestionType) -> str:
         """Ask a worker to justify its current proposal. Costs one review budget unit and one evidence action.
 
         Args:
-            worker_id: One of ci_fixer, qa_triage, release_manager, sre.
-            question_type: What to ask about: evidence_basis, policy_basis, confidence_basis or risk_summary.
+            worker_id: One of {workers}.
+            question_type: What to ask about: {question_types}.
 
         Returns:
             The worker's answer, with the refs and confidence it gives.
@@ -96,7 +125,7 @@ class SupervisorTools:
         """Hold the release gate: ends the current phase now and spends a phase of deadline time.
 
         Args:
-            reason_code: Why: awaiting_fix, risk_too_high, policy_unclear or deploy_checks_pending.
+            reason_code: Why: {hold_reasons}.
 
         Returns:
             The time left and the next phase's board (pending proposals come back, blocked ones revised).

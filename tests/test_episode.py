@@ -6,6 +6,7 @@ import pytest
 
 from releaseops_arena import ALL_FAMILIES, DIFFICULTIES, ReleaseOpsToolEnv, rewards
 from releaseops_arena.baselines import AlwaysHold, Naive, Oracle, play
+from releaseops_arena.catalog import ARTIFACT_BY_KIND
 from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for
 from releaseops_arena.rendering import card_view, worker_view
@@ -216,7 +217,7 @@ def _decisive_ref(env, key):
     if key in GATE:
         return "inspect_ci_run", w.deploy_run
     site = next(p for p in pending(env) if p.truth.mechanism == key)
-    tool = {"pr": "inspect_pr_diff", "ci_run": "inspect_ci_run", "ticket": "inspect_ticket"}[REGISTRY[key].decisive]
+    tool = ARTIFACT_BY_KIND[REGISTRY[key].decisive].tool
     ref = next(r for r in site.card.refs if w.artifacts[r].kind == REGISTRY[key].decisive)
     return tool, ref
 
@@ -320,11 +321,10 @@ def test_the_same_calls_give_the_same_transcript():
 def test_at_most_two_evidence_actions_per_phase_and_the_budget_never_goes_negative():
     env, _ = started(find("green_ci_disabled_payment_test", set()))
     refs = [r for p in pending(env) for r in p.card.refs]
-    tools = {"pr": "inspect_pr_diff", "ci_run": "inspect_ci_run", "ticket": "inspect_ticket"}
     calls = 0
     for ref in refs * 2:
         try:
-            getattr(env, tools[world(env).artifacts[ref].kind])(ref)
+            getattr(env, ARTIFACT_BY_KIND[world(env).artifacts[ref].kind].tool)(ref)
             calls += 1
         except ValueError as exc:
             assert "no evidence actions left" in str(exc)

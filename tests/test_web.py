@@ -155,18 +155,29 @@ def _return_value(text: str) -> float:
 # --------------------------------------------------------------- tests
 
 
-def test_web_serves_release_board_first(web_url, visitor):
+def test_web_serves_the_release_board_alone(web_url, visitor):
     status, body = http_get(web_url.rstrip("/"), timeout=30)  # /web redirects to /web/
     assert status == 200 and b"gradio" in body.lower()
     page = visitor.page
-    tabs = page.locator("button[role=tab]")
-    assert tabs.nth(0).inner_text().strip() == "Release board"
-    assert "Playground" in [t.strip() for t in tabs.all_inner_texts()]
-    assert "WebSocket training slots" in page.locator("body").inner_text()
+    # OpenEnv's generic Playground (one environment shared by every visitor) is off, and the page says so.
+    assert [t.strip() for t in page.locator("button[role=tab]").all_inner_texts()] == ["Play", "Watch", "Results"]
+    note = page.locator("#sessions-note").inner_text()
+    assert "WebSocket training slots" in note and "Playground tab is turned off" in note and "shared" in note
     for elem in ("preset-dd", "family-dd", "difficulty-dd", "mix-dd", "seed-num", "board", "start-btn"):
         assert page.locator(f"#{elem}").is_visible(), elem
     assert page.locator("#approve-btn").is_disabled()  # nothing to act on before Start
     visitor.shot("01_loaded")
+
+
+def test_no_route_plays_a_shared_environment(web_url, visitor):
+    """The routes behind OpenEnv's Playground (one environment for every visitor) are gone, from the page too."""
+    page, base = visitor.page, web_url.rstrip("/").removesuffix("/web")
+    for path in ("/web/reset", "/web/step"):
+        response = page.request.post(base + path, data=json.dumps({"action": {}}),
+                                     headers={"Content-Type": "application/json"})
+        assert response.status in (404, 405), (path, response.status)
+    assert page.request.get(base + "/web/state").status in (404, 405)
+    assert page.request.get(base + "/web/metadata").ok  # read-only metadata stays
 
 
 def test_play_seed_a_to_safe_ship_by_clicking(visitor):
@@ -280,34 +291,65 @@ def test_watch_replays_three_baselines(visitor):
 
 def test_rendered_board_never_names_hidden_truth():
     """Every board, meter and result the Play tab renders mid-episode is free of hidden fields."""
-    from server import web_ui
+    from server import web_render as render
+    from server.web_session import Session
 
     checked = 0
     for family in (*FAMILIES, *HELDOUT_FAMILIES):
         for difficulty in DIFFICULTIES:
             scenario = {"family": family, "seed": 3, "difficulty": difficulty, "archetype_mix": "random"}
             run = play(RandomPolicy(), scenario, rng_seed=3)
-            ep = Episode(**scenario)
-            sess = web_ui.Session(ep, title="seed 3", hours0=48, budget0=1)
+            sess = Session.start(scenario, title="seed 3")
             for step in run["steps"]:
-                if ep.done:
+                result = sess.step(step["tool"], step["arguments"])
+                if sess.episode.done:
                     break
-                result = ep.step(step["tool"], step["arguments"])
-                sess.last_reward = result.reward
-                if ep.done:
-                    break
-                for html in (web_ui.board_html(sess), web_ui.meters_html(sess), web_ui.return_html(sess),
-                             web_ui.result_html(step["tool"], step["arguments"], result),
-                             web_ui.error_html(result.error), web_ui.history_html(sess)):
+                for html in (render.board_html(sess), render.meters_html(sess), render.return_html(sess),
+                             render.result_html(step["tool"], step["arguments"], result),
+                             render.error_html(result.error), render.history_html(sess)):
                     assert not FORBIDDEN.search(html), html
                     checked += 1
     assert checked > 100
 
 
+def test_handlers_return_view_models_without_a_browser():
+    from releaseops_arena.catalog import ARTIFACT_KINDS, inspect_call
+    from releaseops_arena.scenario_builder import EVIDENCE_PER_ROUND
+    from server import web_handlers as handlers
+    from server.web_content import load_presets
+
+    presets = load_presets()
+    assert "press Start episode first" in handlers.act(None, "approve_proposal", {"proposal_id": "p1"}).error
+    bad = handlers.start(presets, handlers.CUSTOM, "nope", 1, "medium", "random")
+    assert bad.session is None and "could not start" in bad.error and "valid:" in bad.error and not bad.live
+    view = handlers.start(presets, SEED_A["title"], None, None, None, None)  # a preset wins over the fields
+    sess = view.session
+    assert sess.episode.config == SEED_A["scenario"] and view.live
+    assert [pid for _, pid in view.proposals] == [p["id"] for p in SEED_A_BOARD] and view.proposal == SEED_A_BOARD[0]["id"]
+    assert list(view.refs) == [k.kind for k in ARTIFACT_KINDS]
+    assert {r for m in view.refs.values() for _, r in m.choices} == {r for p in SEED_A_BOARD for r in p["refs"]}
+    assert f"/ {EVIDENCE_PER_ROUND}</div>" in view.meters and "0 calls" in view.meters
+    unpicked = handlers.act(sess, "block_proposal", {"proposal_id": SEED_A_CI["id"], "rule_id": None})
+    assert "choose a rule first" in unpicked.error and sess.episode.counters.tool_calls == 0  # nothing sent
+    ref = SEED_A_CI["refs"][-1]
+    tool, args = inspect_call(ref)
+    inspected = handlers.act(sess, tool, args)
+    assert inspected.error == "" and tool in inspected.result and "1 call" in inspected.meters
+    for pid in [p["id"] for p in SEED_A_BOARD]:  # approve the rest of triage: the phase ends
+        view = handlers.act(sess, "approve_proposal", {"proposal_id": pid})
+    earlier = [label for m in view.refs.values() for label, _ in m.choices if label.endswith("(earlier phase)")]
+    assert earlier and all(label.split()[0] in sess.view.refs for label in earlier)
+    watched = handlers.watch(presets, SEED_A["title"], None, None, None, None)
+    assert list(watched.runs) == list(handlers.WATCH_POLICIES) and "watch-oracle" in watched.html
+    assert handlers.fill_preset(presets, SEED_B["title"])[0] == SEED_B["scenario"]["family"]
+    assert handlers.fill_preset(presets, handlers.CUSTOM) is None
+
+
 def test_builder_returns_blocks_without_web_manager():
     import gradio as gr
 
-    from server.web_ui import build_release_board, load_presets
+    from server.web_content import load_presets
+    from server.web_ui import build_release_board
 
     assert isinstance(build_release_board(None, [], None, False, "t", ""), gr.Blocks)
     presets = load_presets()

@@ -29,12 +29,12 @@ import torch
 from torch import nn
 
 from releaseops_arena import ReleaseOpsToolEnv
-from releaseops_arena.baselines import INSPECT, Policy, TruthReader, View, evidence_violation, inspect_call, rules_for
-from releaseops_arena.catalog import PHASES, QUESTION_TYPES
+from releaseops_arena.baselines import Policy, TruthReader, evidence_violation, rules_for
+from releaseops_arena.catalog import ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
+from releaseops_arena.rendering import View
 from releaseops_arena.splits import scenarios
 
-ACTIONS = ["approve", "block", "inspect_pr_diff", "inspect_ci_run", "inspect_ticket",
-           *[f"ask:{q}" for q in QUESTION_TYPES], "hold"]
+ACTIONS = ["approve", "block", *[a.tool for a in ARTIFACT_KINDS], *[f"ask:{q}" for q in QUESTION_TYPES], "hold"]
 # Requests by what they do, not by name: the policy judges behaviour, not identities, so
 # that what it learns about one worker's shortcuts can transfer to another's.
 REQUEST_KIND = {"ship_release_candidate": "ship", "delay_release": "delay", "escalate_ticket_p1": "delay",
@@ -48,33 +48,12 @@ PHRASES = ["disabl", "flaky", "though", "exempt", "in flight", "test cleanup", "
            "re-run", "first run", "quiet since", "verified", "fixed for real"]
 REVEALING_ANSWERS = ["disabl", "Runbook v1 (2023)", "filed it P3", "was not run", "stalled", "until a re-run",
                      "never reached", "errors continue"]
-RULES = ["S1", "S2", "S3"]
-ARG_OF = dict(INSPECT.values())  # inspect tool -> its argument (the one table in baselines)
+RULES = list(RULE_IDS)
+Tracker = View  # the one observation reader (it also remembers the supervisor's own calls), by its old name
 
 
 def onehot(value, options) -> list[float]:
     return [1.0 if value == o else 0.0 for o in options]
-
-
-class Tracker(View):
-    """The public view plus what a supervisor remembers: blocked claims and answers."""
-
-    def __init__(self, board: dict):
-        super().__init__(board)
-        self.blocked_claims: set[tuple] = set()
-        self.inspected_this_phase: set[str] = set()
-
-    def note_call(self, tool: str, args: dict) -> None:
-        if tool == "block_proposal" and args["proposal_id"] in self.proposals:
-            p = self.proposals[args["proposal_id"]]
-            self.blocked_claims.add((p["worker"], p["request"], p["claim"]))
-        if tool in ARG_OF:
-            self.inspected_this_phase.add(args[ARG_OF[tool]])
-
-    def update(self, result: dict) -> None:
-        super().update(result)
-        if "next" in result:
-            self.inspected_this_phase = set()
 
 
 # Length of the target-proposal part of a feature vector (zeros for a hold).
@@ -82,7 +61,7 @@ TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES) 
               + 1 + 1 + len(RULES) + 1 + 1 + 1 + len(RULES) + 1 + 3)
 
 
-def features(view: Tracker, action: str, p: dict | None, rule: str | None = None, ref: str | None = None) -> list[float]:
+def features(view: View, action: str, p: dict | None, rule: str | None = None, ref: str | None = None) -> list[float]:
     """The candidate's feature vector: global clock and budget, the action, the target proposal."""
     b = view.board
     spare = view.spare_phases()
@@ -112,7 +91,7 @@ def features(view: Tracker, action: str, p: dict | None, rule: str | None = None
     return g + a + t
 
 
-def ref_features(view: Tracker, p: dict, ref: str | None) -> list[float]:
+def ref_features(view: View, p: dict, ref: str | None) -> list[float]:
     """Which artifact an inspection would open: without this, a ship's release-candidate run
     and its deploy run look the same, and a greedy policy opens whichever comes first."""
     if ref is None:
@@ -122,7 +101,7 @@ def ref_features(view: Tracker, p: dict, ref: str | None) -> list[float]:
             1.0 if cited_elsewhere else 0.0]
 
 
-def candidates(view: Tracker) -> list[tuple[str, dict, list[float]]]:
+def candidates(view: View) -> list[tuple[str, dict, list[float]]]:
     """Every valid call on the board with its features."""
     out = []
     pending = view.pending()
@@ -147,7 +126,7 @@ def candidates(view: Tracker) -> list[tuple[str, dict, list[float]]]:
 
 
 def feature_dim() -> int:
-    view = Tracker(json.loads(ReleaseOpsToolEnv().reset(seed=0)))
+    view = View(json.loads(ReleaseOpsToolEnv().reset(seed=0)))
     return len(candidates(view)[0][2])
 
 
@@ -164,7 +143,7 @@ class Scorer(nn.Module):
 def rollout(model: Scorer, scenario: dict, rng: random.Random, greedy: bool = False) -> tuple[float, list, dict]:
     """One episode; returns (return, [(candidate features, chosen index)], metrics)."""
     env = ReleaseOpsToolEnv()
-    view = Tracker(json.loads(env.reset(**scenario)))
+    view = View(json.loads(env.reset(**scenario)))
     trace = []
     while not env.done:
         cands = candidates(view)
@@ -194,7 +173,7 @@ class StructuredPolicy(Policy):
         self.name = f"structured:{path}"
 
     def begin(self, observation: str) -> None:
-        self.view = Tracker(json.loads(observation))
+        self.view = View(json.loads(observation))
 
     def observe(self, text: str) -> None:
         if text.startswith("{\""):  # a result; errors cannot happen (only valid calls are candidates)
@@ -250,7 +229,7 @@ def expert_traces(expert: str, scenario_list: list[dict]) -> list[list]:
         obs = env.reset(**scenario)
         if policy.privileged:
             policy.truth = TruthReader(env._episode)
-        view, shadow = Tracker(json.loads(obs)), View(json.loads(obs))
+        view, shadow = View(json.loads(obs)), View(json.loads(obs))
         policy.begin(obs)
         trace = []
         while not env.done:

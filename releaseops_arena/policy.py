@@ -1,0 +1,112 @@
+"""What every policy shares: the base class and readings of visible information.
+
+A policy sees only what a model sees: `act(view)` gets the `View` (the one
+observation reader, `rendering.View`) built from the observation strings,
+nothing else. The helpers here read that view the way any supervisor could:
+which rules a block may cite, what inspected evidence shows broken, how a
+claim is worded, and when to block the ship.
+"""
+
+from __future__ import annotations
+
+import random
+
+from . import workers as cues
+from .mechanisms import WORDINGS
+from .rendering import View
+from .safety_rules import rules_for_risk
+
+DELAY_REQUESTS = ("delay_release", "escalate_ticket_p1")
+FIX_CLAIMS = ("Real fix merged", "Fix for P1", "Running the full canary", "Payment suite fixed for real")
+
+
+def rules_for(proposal: dict) -> list[str]:
+    """The rules a block of this board proposal may cite (the engine's own table)."""
+    return rules_for_risk(proposal["risk"])
+
+
+def evidence_violation(evidence: dict) -> str | None:
+    """The rule an inspected artifact shows broken, read from public evidence only."""
+    if evidence.get("tests_disabled") or evidence.get("skipped_payment_tests"):
+        return "S2"
+    if "payments" in evidence.get("failed_before_green", []):
+        return "S2"
+    if evidence.get("kind") == "deploy_checks" and evidence.get("status") not in (None, "passed"):
+        return "S3"
+    if evidence.get("reported") == "P3" and evidence.get("error_rate", "0%") != "0%":
+        return "S1"
+    if evidence.get("status") == "resolved" and evidence.get("error_rate_since_fix", "0%") != "0%":
+        return "S1"
+    if evidence.get("payment_assertions_weakened"):
+        return "S2"
+    return None
+
+
+def seen_violation(view: View, proposal: dict) -> tuple[str | None, bool]:
+    """(rule shown broken, whether any of the proposal's refs was inspected)."""
+    looked = False
+    for ref in proposal["refs"]:
+        if ref in view.evidence:
+            looked = True
+            rule = evidence_violation(view.evidence[ref])
+            if rule:
+                return rule, True
+    return None, looked
+
+
+def is_fix(p: dict) -> bool:
+    return p["request"] == "run_deploy_checks" or unvoiced(p["claim"]).startswith(FIX_CLAIMS)
+
+
+def unvoiced(claim: str) -> str:
+    """A claim without its worker's voice (the first clause, for the `fine` voice)."""
+    voice = cues.voice_of(claim)
+    if voice == "runbook":
+        text = claim[len("Per runbook v1: "):]
+        return text[:1].upper() + text[1:]
+    if voice == "certain":
+        return claim[len("Certain: "):]
+    if voice == "fine":
+        return claim[: -len(", should be fine.")]
+    return claim
+
+
+def wording_of(claim: str) -> tuple[str, object] | None:
+    """(mechanism, wording kind) of a site's claim, or None for any other proposal."""
+    text, fine = unvoiced(claim), cues.voice_of(claim) == "fine"
+    for pattern, key, kind in WORDINGS:
+        if pattern.fullmatch(text) or (fine and pattern.match(text + ".") or fine and pattern.match(text)):
+            return key, kind
+    return None
+
+
+class Policy:
+    """A supervisor. `act` returns the next call, or None to stop (the episode is then abandoned)."""
+
+    name = "policy"
+    stochastic = False
+    privileged = False
+    rng: random.Random = random.Random(0)
+
+    def begin(self, observation: str) -> None:
+        """Called with the initial observation string."""
+
+    def observe(self, text: str) -> None:
+        """Called with each tool result, or an error as TRL reports it (`{'error': ...}`)."""
+
+    def act(self, view: View) -> tuple[str, dict] | None:
+        raise NotImplementedError
+
+
+def ship_call(ship: dict, beliefs: dict[str, float], blocked: set[str], threshold: float,
+              affordable=lambda rule, belief: True) -> tuple[str, dict]:
+    """Block the ship once on the rule believed most likely broken, if that belief reaches `threshold`
+    and the late catch is `affordable`; else approve it. Updates `beliefs` and `blocked`."""
+    candidates = [(b, r) for r, b in beliefs.items() if r not in blocked and affordable(r, b)]
+    if candidates:
+        belief, rule = max(candidates)
+        if belief >= threshold:
+            blocked.add(rule)
+            beliefs[rule] = 0.0
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": rule}
+    return "approve_proposal", {"proposal_id": ship["id"]}

@@ -1,0 +1,236 @@
+"""The Release board's HTML: pure functions from a session's state to markup.
+
+Nothing here changes a session or imports gradio, so every piece renders in a
+plain test. What is shown is the engine's own: the public board
+(`Episode.board()`), its messages, `Episode.metrics()` and `Episode.audit`;
+names and numbers come from the catalogue, the reward table and the engine's
+constants, never from copies.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from releaseops_arena import catalog, rewards
+from releaseops_arena.episode import StepResult
+from releaseops_arena.scenario_builder import EVIDENCE_PER_ROUND
+
+from .web_session import Session
+
+OUTCOME_TEXT = {
+    "safe_ship": "Shipped safely: every safety rule held in the true world state.",
+    "unsafe_ship": "Shipped unsafely: a safety rule was broken in the true world state.",
+    "missed_deadline": "Missed the deadline: the release did not ship in time.",
+}
+
+
+def escape(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def signed(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+def call_text(tool: str, args: dict) -> str:
+    return f"{tool}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+def _tone(x: float) -> str:
+    return "ro-neg" if x < 0 else "ro-pos" if x > 0 else ""
+
+
+def _bar(value: float, total: float) -> str:
+    pct = 0 if total <= 0 else max(0, min(100, round(100 * value / total)))
+    cls = "out" if value <= 0 else "low" if pct <= 34 else ""
+    return (f"<div class='ro-bar' role='progressbar' aria-valuenow='{value}' aria-valuemax='{total}'>"
+            f"<div class='{cls}' style='width:{pct}%'></div></div>")
+
+
+def _meter(elem_id: str, label: str, note: str, value: str, bar: str) -> str:
+    return (f"<div class='ro-meter' id='{elem_id}'><div class='lbl'><span>{label}</span><span>{note}</span></div>"
+            f"<div class='val'>{value}</div>{bar}</div>")
+
+
+def _reward_note() -> str:
+    return (f"<div class='ro-muted' style='font-size:11px;line-height:1.3'>ship {signed(rewards.SAFE_SHIP)} / "
+            f"{signed(rewards.UNSAFE_SHIP)} unsafe / {signed(rewards.MISSED_DEADLINE)} late · budget unit "
+            f"{signed(rewards.BUDGET_UNIT)} · invalid {signed(rewards.INVALID_ACTION)} · discovery "
+            f"{signed(rewards.DISCOVERY)} each, paid at the end</div>")
+
+
+def meters_html(sess: Session | None) -> str:
+    if sess is None:
+        return "<div class='ro-muted'>Pick a scenario and press <b>Start episode</b>.</div>"
+    b, ep = sess.board(), sess.episode
+    stage = b["phase_index"]
+    phases = []
+    for i, name in enumerate(catalog.PHASES):
+        cls = "now" if i == stage and not ep.done else "done" if i < stage or ep.done else ""
+        phases.append(f"<span class='{cls}'>{escape(name)}</span>")
+    hours, budget, evidence = b["hours_to_deadline"], b["review_budget_remaining"], b["evidence_actions_remaining"]
+    evidence_total = max(evidence, EVIDENCE_PER_ROUND)
+    calls, ret = ep.counters.tool_calls, ep.episode_return
+    return (
+        f"<div class='ro-phases' data-phase='{escape(b['phase'])}'>{' → '.join(phases)}"
+        f"<span class='ro-muted' style='border:none'>{escape(sess.title)}</span></div>"
+        "<div class='ro-meters'>"
+        + _meter("meter-clock", "clock", "hours_to_deadline", f"{hours} h", _bar(hours, sess.hours0))
+        + _meter("meter-budget", "review budget", "global", f"{budget} / {sess.budget0}", _bar(budget, sess.budget0))
+        + _meter("meter-evidence", "evidence actions", "this phase", f"{evidence} / {evidence_total}",
+                 _bar(evidence, evidence_total))
+        + (f"<div class='ro-meter' id='meter-return'><div class='lbl'><span>return</span>"
+           f"<span>{calls} call{'' if calls == 1 else 's'}</span></div>"
+           f"<div class='val {_tone(ret)}'>{ret:+.2f}</div>{_reward_note()}</div>")
+        + "</div>"
+    )
+
+
+def card_html(p: dict) -> str:
+    status = p.get("status", "pending")
+    refs = "".join(f"<span class='ro-chip'>{escape(r)}</span>" for r in p["refs"]) or \
+        "<span class='ro-muted'>no refs</span>"
+    risk = "".join(f"<span class='ro-chip risk'>{escape(t)}</span>" for t in p["risk"])
+    return (
+        f"<div class='ro-card {status}' data-proposal='{escape(p['id'])}' data-status='{status}'>"
+        f"<div class='top'><span class='pid'>{escape(p['id'])}</span><span class='worker'>{escape(p['worker'])}</span>"
+        f"<span class='ro-status {status}'>{status}</span></div>"
+        f"<div class='claim'>“{escape(p['claim'])}”</div>"
+        f"<div class='req'>request: <b>{escape(p['request'])}</b></div>"
+        f"<div class='row'>refs: {refs}</div>"
+        f"<div class='row'>risk: {risk}<span class='ro-chip conf'>confidence: {escape(p['confidence'])}</span></div>"
+        "</div>"
+    )
+
+
+def board_html(sess: Session | None) -> str:
+    if sess is None:
+        return "<div class='ro-muted'>The board appears here: proposals, their refs and risk tags, and worker stats.</div>"
+    b = sess.board()
+    cards = "".join(card_html(p) for p in b["proposals"]) or "<div class='ro-muted'>No proposals on the board.</div>"
+    stats = "".join(
+        f"<tr><td><code>{escape(s['worker'])}</code></td><td>{escape(s['hint'])}</td>"
+        f"<td>{s['recent']['correct']}</td><td>{s['recent']['incorrect']}</td></tr>"
+        for s in b["worker_stats"])
+    rules = " · ".join(f"<code>{rid}</code> {escape(rule.name)}" for rid, rule in catalog.RULES.items())
+    return (
+        f"<div class='ro-section-title'>Proposals · phase <code>{escape(b['phase'])}</code> · "
+        f"release <code>{escape(b['release']['service'])}</code> {escape(b['release']['stage'])}</div>"
+        f"<div class='ro-cards'>{cards}</div>"
+        "<div class='ro-h'>Worker stats</div>"
+        "<table class='ro-table'><tr><th>worker</th><th>hint</th><th>recent correct</th><th>recent incorrect</th></tr>"
+        f"{stats}</table>"
+        f"<div class='ro-muted' style='font-size:12px;margin-top:6px'>Rules: {rules}</div>"
+    )
+
+
+def result_html(tool: str, args: dict, result: StepResult | None) -> str:
+    if result is None:
+        return ""
+    head = f"<div class='ro-section-title'>Last call: <code class='ro-mono'>{escape(call_text(tool, args))}</code></div>"
+    if result.error:
+        return (f"<div class='ro-result'>{head}<div class='ro-muted'>Refused by the engine (see the error above): "
+                f"the board is unchanged; the call cost {signed(result.reward)}.</div></div>")
+    try:
+        data = json.loads(result.text)
+    except ValueError:
+        return f"<div class='ro-result'>{head}<pre>{escape(result.text)}</pre></div>"
+    nxt = data.pop("next", None)
+    note = ""
+    if data.get("phase_end") and nxt:
+        note = (f"<div class='ro-info' style='margin-top:6px'>Phase ended. Next: <code>{escape(nxt['phase'])}</code>, "
+                f"{nxt['hours_to_deadline']} h to deadline, {len(nxt['proposals'])} proposal(s) on the board.</div>")
+    body = json.dumps(data, indent=1, ensure_ascii=False)
+    return f"<div class='ro-result'>{head}<pre>{escape(body)}</pre>{note}</div>"
+
+
+def return_html(sess: Session | None) -> str:
+    if sess is None:
+        return ""
+    r, total = sess.last_reward, sess.episode.episode_return
+    return (f"<div class='ro-return'><span>step reward <b class='{_tone(r)}'>{signed(r)}</b></span>"
+            f"<span>return <b class='{_tone(total)}'>{signed(total)}</b></span></div>")
+
+
+def error_html(message: str | None, charged: bool = True) -> str:
+    if not message:
+        return ""
+    cost = f" ({signed(rewards.INVALID_ACTION)}, rule V1)" if charged else ""
+    return f"<div class='ro-error' role='alert'><b>Invalid call{cost}:</b> <code>{escape(message)}</code></div>"
+
+
+def outcome_html(sess: Session | None) -> str:
+    if sess is None:
+        return ""
+    ep = sess.episode
+    if not ep.done:
+        return "<div class='ro-muted'>Outcome: the episode is running.</div>"
+    m = ep.metrics()
+    rules = ", ".join(m["rules_violated"]) or "none"
+    story = f"<div style='margin-top:6px'><b>What was going on:</b> {escape(sess.story)}</div>" if sess.story else ""
+    return (f"<div class='ro-outcome {m['outcome']}' data-outcome='{m['outcome']}'>"
+            f"<div class='code'>{escape(m['outcome'])}</div><div>{escape(OUTCOME_TEXT.get(m['outcome'], ''))}</div>"
+            f"<div class='ro-muted'>terminal reason <code>{escape(m['terminal_reason'])}</code> · rules violated at "
+            f"ship: <code>{escape(rules)}</code> · return <b>{signed(m['episode_return'])}</b></div>{story}</div>")
+
+
+def metrics_html(sess: Session | None) -> str:
+    if sess is None or not sess.episode.done:
+        return ""
+    cells = "".join(f"<div><span>{escape(k)}</span><b>{escape(', '.join(v) or '—' if isinstance(v, list) else v)}</b></div>"
+                    for k, v in sess.episode.metrics().items())
+    return f"<div class='ro-h'>Metrics (Episode.metrics())</div><div class='ro-metrics'>{cells}</div>"
+
+
+def brief(text: str | None, limit: int = 240) -> str:
+    """A tool result for a transcript line: the next phase's board (shown in full on Play) becomes one note."""
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        nxt = data.pop("next", None)
+        data.pop("tool", None)
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        if nxt:
+            ids = ", ".join(p["id"] for p in nxt["proposals"])
+            text += f" → next: {nxt['phase']}, {nxt['hours_to_deadline']} h left, proposals {ids}"
+    text = text or ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def history_html(sess: Session | None) -> str:
+    if sess is None or not sess.episode.audit:
+        return ""
+    rows = []
+    for a in sess.episode.audit:
+        outcome = a["error"] or brief(a["result"], limit=260)
+        style = " style='color:#b42318'" if a["error"] else ""
+        rows.append(f"<tr><td>{a['step']}</td><td><code>{escape(a['phase'])}</code></td>"
+                    f"<td><code>{escape(call_text(a['tool'], a['arguments']))}</code></td>"
+                    f"<td>{a['budget_cost']}</td><td>{signed(a['reward'])}</td>"
+                    f"<td{style}><code>{escape(outcome)}</code></td></tr>")
+    return ("<table class='ro-table'><tr><th>#</th><th>phase</th><th>call</th><th>budget</th><th>reward</th>"
+            f"<th>result / error</th></tr>{''.join(rows)}</table>")
+
+
+def watch_html(runs: dict, upto: int) -> str:
+    """Transcripts side by side, in the order of `runs`; steps after `upto` are dimmed, step `upto` highlighted."""
+    cols = []
+    for name, run in runs.items():
+        m = run["metrics"]
+        items = []
+        for i, s in enumerate(run["steps"], 1):
+            cls = "cur" if i == upto else "later" if i > upto else ""
+            text = brief(s.get("result")) if "result" in s else s.get("error") or ""
+            err = "err" if "error" in s else ""
+            items.append(f"<li class='{cls}'><code>{i}. {escape(call_text(s['tool'], s['arguments']))}</code>"
+                         f"<div class='{err}'>{escape(text)}</div></li>")
+        cols.append(
+            f"<div class='col' id='watch-{name}' data-outcome='{escape(m['outcome'])}'>"
+            f"<h3>{escape(name)}</h3><span class='ro-badge {m['outcome']}'>{escape(m['outcome'])}</span>"
+            f"<div class='ro-muted' style='font-size:12px'>return {signed(run['return'])} · budget used "
+            f"{m['budget_used']} · {len(run['steps'])} calls</div><ol>{''.join(items)}</ol></div>")
+    return f"<div class='ro-watch'>{''.join(cols)}</div>"
