@@ -25,19 +25,22 @@ What this package adds:
   spreading sessions round-robin over server replicas; `close_all()` closes
   every session of the process; `check_capacity(base_urls, generation_batch_size)`
   fails fast when the servers cannot hold a generation batch.
+- `SessionLostError`, raised by a tool call whose session is gone; its `code`
+  (`client.errors`: `SESSION_CLOSED`, `CONNECTION_LOST`, `CLIENT_CLOSED`) says how.
+
+Modules: `releaseops_client` (the typed client), `remote_tool_env` (the TRL
+env), `session` (sessions and reconnects), `loop` (the event-loop thread),
+`registry` (tracking and `close_all`), `factory` and `urls` (factories,
+round-robin), `capacity`, `errors` (codes shared with the server), `models`
+(the wire models).
 """
 
+from .capacity import check_capacity
+from .errors import CapacityError, SessionLostError
+from .factory import RemoteEnvFactory, make_remote_env_factory, remote_sessions
+from .registry import close_all
 from .releaseops_client import ReleaseOpsEnv
-from .remote_tool_env import (
-    CapacityError,
-    RemoteEnvFactory,
-    RemoteReleaseOpsToolEnv,
-    SessionLostError,
-    check_capacity,
-    close_all,
-    make_remote_env_factory,
-    remote_sessions,
-)
+from .remote_tool_env import RemoteReleaseOpsToolEnv
 
 __all__ = [
     "ReleaseOpsEnv",

@@ -23,7 +23,6 @@ that `result.observation.reward` agrees with `result.reward`.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Optional
 
 from openenv.core import EnvClient
@@ -38,21 +37,35 @@ from .models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 # thread is starved for a while (GIL held by the trainer).
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MESSAGE_TIMEOUT_S = 300.0
+DEFAULT_MAX_MESSAGE_SIZE_MB = 100.0
 DEFAULT_PING_INTERVAL_S: Optional[float] = 20.0
 DEFAULT_PING_TIMEOUT_S: Optional[float] = 120.0
 
-_SERVER_ERROR = re.compile(r"^Server error: (?P<message>.*) \(code: (?P<code>[A-Z_]+)\)$", re.S)
+
+def action_payload(action: ReleaseOpsAction | Dict[str, Any]) -> Dict[str, Any]:
+    """The `data` of a step message for `action` (a `ReleaseOpsAction` or its dict)."""
+    if isinstance(action, dict):
+        action = ReleaseOpsAction(**action)
+    payload: Dict[str, Any] = {"tool_name": action.tool_name, "arguments": dict(action.arguments)}
+    if action.metadata:
+        payload["metadata"] = action.metadata
+    return payload
 
 
-def parse_server_error(exc: BaseException) -> tuple[str, Optional[str]]:
-    """Split EnvClient's `RuntimeError("Server error: <message> (code: <CODE>)")`.
-
-    Returns (message, code); code is None when `exc` is not a server error frame.
-    """
-    match = _SERVER_ERROR.match(str(exc))
-    if match is None:
-        return str(exc), None
-    return match.group("message"), match.group("code")
+def parse_step_result(payload: Dict[str, Any]) -> StepResult[ReleaseOpsObservation]:
+    """A reset or step reply's `data` as a typed result (reward and done from the envelope)."""
+    if not isinstance(payload.get("observation"), dict):
+        raise RuntimeError(f"malformed server response: no observation in {sorted(payload)}")
+    fields = ReleaseOpsObservation.model_fields
+    data = {k: v for k, v in payload["observation"].items() if k in fields and k not in ("reward", "done")}
+    # The envelope is authoritative for reward and done (OpenEnv #1017);
+    # metadata is in both places, the envelope copy only when non-empty.
+    reward = payload.get("reward")
+    done = bool(payload.get("done", False))
+    metadata = payload.get("metadata") or data.pop("metadata", None) or {}
+    data.pop("metadata", None)
+    observation = ReleaseOpsObservation(**data, reward=reward, done=done, metadata=metadata)
+    return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)
 
 
 class ReleaseOpsEnv(EnvClient[ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState]):
@@ -68,7 +81,7 @@ class ReleaseOpsEnv(EnvClient[ReleaseOpsAction, ReleaseOpsObservation, ReleaseOp
         base_url: Optional[str] = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         message_timeout_s: float = DEFAULT_MESSAGE_TIMEOUT_S,
-        max_message_size_mb: float = 100.0,
+        max_message_size_mb: float = DEFAULT_MAX_MESSAGE_SIZE_MB,
         websocket_ping_interval_s: Optional[float] = DEFAULT_PING_INTERVAL_S,
         websocket_ping_timeout_s: Optional[float] = DEFAULT_PING_TIMEOUT_S,
         **kwargs: Any,
@@ -84,26 +97,10 @@ class ReleaseOpsEnv(EnvClient[ReleaseOpsAction, ReleaseOpsObservation, ReleaseOp
         )
 
     def _step_payload(self, action: ReleaseOpsAction | Dict[str, Any]) -> Dict[str, Any]:
-        if isinstance(action, dict):
-            action = ReleaseOpsAction(**action)
-        payload: Dict[str, Any] = {"tool_name": action.tool_name, "arguments": dict(action.arguments)}
-        if action.metadata:
-            payload["metadata"] = action.metadata
-        return payload
+        return action_payload(action)
 
     def _parse_result(self, payload: Dict[str, Any]) -> StepResult[ReleaseOpsObservation]:
-        if not isinstance(payload.get("observation"), dict):
-            raise RuntimeError(f"malformed server response: no observation in {sorted(payload)}")
-        fields = ReleaseOpsObservation.model_fields
-        data = {k: v for k, v in payload["observation"].items() if k in fields and k not in ("reward", "done")}
-        # The envelope is authoritative for reward and done (OpenEnv #1017);
-        # metadata is in both places, the envelope copy only when non-empty.
-        reward = payload.get("reward")
-        done = bool(payload.get("done", False))
-        metadata = payload.get("metadata") or data.pop("metadata", None) or {}
-        data.pop("metadata", None)
-        observation = ReleaseOpsObservation(**data, reward=reward, done=done, metadata=metadata)
-        return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)
+        return parse_step_result(payload)
 
     def _parse_state(self, payload: Dict[str, Any]) -> ReleaseOpsState:
         return ReleaseOpsState(**payload)

@@ -18,8 +18,10 @@ from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
 from releaseops_arena.splits import ReleaseTasks, start_episode
 try:
+    from ..client.errors import SESSION_CLOSED, coded_message
     from ..client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 except ImportError:  # run from the repo root as `server.app` (OpenEnv's own template does the same)
+    from client.errors import SESSION_CLOSED, coded_message
     from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 
 from .mcp_tools import SessionToolServer
@@ -73,8 +75,10 @@ class ReleaseOpsEnvironment(Environment):
         self._episode = None
 
     def _check_open(self) -> None:
+        # The code, not the wording, is what clients match (client/errors.py).
         if self._closed:
-            raise RuntimeError("this session was closed (idle timeout); open a new connection and reset")
+            raise RuntimeError(coded_message(SESSION_CLOSED, "this session was closed (idle timeout); "
+                                             "reconnect and reset"))
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> ReleaseOpsObservation:
         """A task (`split`, `index`, optional `difficulty`) or a scenario (`family`, `seed`,

@@ -3,7 +3,7 @@
 GenericEnvClient (the README snippet), the typed `ReleaseOpsEnv` (sync and
 async), and `RemoteReleaseOpsToolEnv`, TRL's remote environment: identical to
 the in-process `ReleaseOpsToolEnv`, lazy, reconnecting, tracked and closed,
-spread over replicas, capacity-checked.
+spread over replicas, capacity-checked, telling a lost session by its code.
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from client import (
     make_remote_env_factory,
     remote_sessions,
 )
-from client import remote_tool_env as rte
+from client.urls import ENV_URL_VAR
+from client.errors import CLIENT_CLOSED, CONNECTION_LOST, SESSION_CLOSED, coded_message, frame_code
+from client.loop import LOOP
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
 from releaseops_arena.baselines import POLICIES, play
 from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
-from tests.wire import wait_for_free_slots
+from tests.wire import open_socket, send, wait_for_free_slots
 from tests.live_server import (  # noqa: F401  (live_server: fixture)
     HEALTH_TIMEOUT_S, free_port, live_server, run_live_server,
 )
@@ -108,7 +110,7 @@ def test_the_readme_snippet_runs_against_a_live_server(live_server):  # noqa: F8
     answer = local.ask_worker(first["worker"], "evidence_basis")
     assert lines[1] == f"{local.reward} False"
     assert lines[2] == answer
-    outcome, episode_return = lines[-1].split()
+    outcome, episode_return = lines[3].split()
     assert outcome in ("safe_ship", "unsafe_ship", "missed_deadline")
     while not local.done:
         pending = [p for p in local._episode.board()["proposals"] if "status" not in p]
@@ -218,7 +220,7 @@ def test_reset_and_errors_match_the_local_env(live_server):  # noqa: F811
     # Before any reset: the same error, and no connection is opened for it.
     assert outcome_of(remote, "hold_release", {"reason_code": "awaiting_fix"}) == \
         outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
-    assert remote._client is None
+    assert remote._link.session is None
     for bad in ({"family": "nope"}, {"difficulty": "brutal"}, {"seed": -1}, {"archetype_mix": "evil"}):
         with pytest.raises(ValueError) as remote_error:
             remote.reset(**bad)
@@ -256,7 +258,7 @@ def test_trl_discovers_exactly_the_seven_tools_with_the_local_schemas(live_serve
     for name in TOOL_NAMES:
         assert get_json_schema(getattr(env, name)) == get_json_schema(getattr(local, name))
         assert getattr(type(env), name) is getattr(ReleaseOpsToolEnv, name)  # shared, not copied
-    assert env._client is None  # discovery opens nothing
+    assert env._link.session is None  # discovery opens nothing
 
 
 # ------------------------------------------------------------------ sessions on the server
@@ -266,15 +268,16 @@ def test_sessions_open_lazily_and_close_all_frees_the_slots(small_servers):
     url = small_servers[0]
     factory = make_remote_env_factory(url)
     idle = [factory() for _ in range(10)]  # constructed, never reset: no socket, no slot
-    assert all(env._client is None for env in idle)
+    assert all(env._link.session is None for env in idle)
     full = [factory() for _ in range(4)]
     for env in full:
         env.reset(seed=1)
     with pytest.raises(CapacityError, match="at capacity.*MAX_CONCURRENT_ENVS"):
         idle[0].reset(seed=1)
     assert close_all() == 4
-    with pytest.raises(SessionLostError, match="next reset"):
+    with pytest.raises(SessionLostError, match="next reset") as closed:
         full[0].approve_proposal("p1")
+    assert closed.value.code == CLIENT_CLOSED
     again = [factory() for _ in range(4)]  # the server freed every slot
     for env in again:
         env.reset(seed=2)
@@ -284,7 +287,7 @@ def test_sessions_open_lazily_and_close_all_frees_the_slots(small_servers):
     close_all()  # waits for the finalizer's close; closes the rest
     for env in full:
         env.reset(seed=3)  # old instances reconnect
-    assert all(env._client is not None for env in full)
+    assert all(env._link.session.alive for env in full)
 
 
 def test_check_capacity_and_round_robin_over_two_replicas(small_servers):
@@ -319,21 +322,22 @@ def test_check_capacity_and_round_robin_over_two_replicas(small_servers):
 
 def test_env_var_urls_and_factory_options(monkeypatch, small_servers):
     a, b = small_servers
-    monkeypatch.delenv(rte.ENV_URL_VAR, raising=False)
+    monkeypatch.delenv(ENV_URL_VAR, raising=False)
     with pytest.raises(ValueError, match="RELEASEOPS_ENV_URL"):
         RemoteReleaseOpsToolEnv()
-    monkeypatch.setenv(rte.ENV_URL_VAR, f" {a}/ , {b}")
+    monkeypatch.setenv(ENV_URL_VAR, f" {a}/ , {b}")
     urls = [RemoteReleaseOpsToolEnv().base_url for _ in range(4)]
     assert sorted(urls) == sorted([a, b, a, b]) and urls[0] != urls[1]
     assert make_remote_env_factory().base_urls == (a, b)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="unknown client option 'no_such_option'; valid: connect_timeout_s, "):
         make_remote_env_factory(a, no_such_option=1)
     with pytest.raises(ValueError):
         make_remote_env_factory("127.0.0.1:8000")
     env = make_remote_env_factory(a, message_timeout_s=7.0)()
     env.reset(seed=6)
-    assert env._client._message_timeout == 7.0
-    assert env._client._websocket_ping_interval_s == 20.0 and env._client._websocket_ping_timeout_s == 120.0
+    assert env._link.session.options.message_timeout_s == 7.0
+    socket = env._link.session._ws  # the keepalive the live socket really runs with
+    assert (socket.ping_interval, socket.ping_timeout) == (20.0, 120.0)
 
 
 # ------------------------------------------------------------------ dropped connections
@@ -342,14 +346,17 @@ def test_env_var_urls_and_factory_options(monkeypatch, small_servers):
 def test_a_dropped_socket_loses_the_episode_and_the_next_reset_reconnects(live_server):  # noqa: F811
     env, local = make_remote_env_factory(live_server)(), ReleaseOpsToolEnv()
     env.reset(**SCENARIO)
-    first_socket = env._client._ws
-    rte._LOOP.run(rte._await(first_socket.close))  # the connection drops under the episode
-    with pytest.raises(SessionLostError, match="lost .* next reset\\(\\) opens a new session"):
+    first = env._link.session
+    LOOP.run(first._ws.close())  # the connection drops under the episode
+    with pytest.raises(SessionLostError, match="lost .* next reset\\(\\) opens a new session") as lost:
         env.inspect_ticket("ticket_1")
-    with pytest.raises(SessionLostError):  # still lost, not "no episode"
+    assert lost.value.code == CONNECTION_LOST
+    with pytest.raises(SessionLostError) as again:  # still lost, not "no episode"
         env.inspect_ticket("ticket_1")
+    assert again.value.code == CONNECTION_LOST
+    assert env.get_reward() is None and env.truncated  # the server held the episode: unscorable
     assert env.reset(**SCENARIO) == local.reset(**SCENARIO)
-    assert env._client._ws is not first_socket
+    assert env._link.session is not first and env._link.session.alive
     assert outcome_of(env, "hold_release", {"reason_code": "awaiting_fix"}) == \
         outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
 
@@ -365,21 +372,25 @@ def test_the_next_reset_reconnects_after_a_server_restart():
         impatient.reset(**SCENARIO)
         patient.reset(**SCENARIO)
     # The server is gone: a tool call says so clearly; without a retry window a reset cannot connect.
-    with pytest.raises(SessionLostError, match="lost"):
+    with pytest.raises(SessionLostError, match="lost") as lost:
         impatient.approve_proposal("p1")
+    assert lost.value.code == CONNECTION_LOST
     assert impatient.session_error and patient.session_error is None
     with pytest.raises(ConnectionError):
         impatient.reset(**SCENARIO)
     # A new server on the same address, started only once the patient reset has failed against the
     # empty address, so that the reset below must retry (no fixed sleep decides the order).
     failed_once, up, stop = threading.Event(), threading.Event(), threading.Event()
-    drop = patient._drop_client
+    connect = patient._link._connect
 
-    def noting_drop():  # called after every failed connection attempt
-        failed_once.set()
-        drop()
+    def noting_connect():
+        try:
+            return connect()
+        except ConnectionError:
+            failed_once.set()
+            raise
 
-    patient._drop_client = noting_drop
+    patient._link._connect = noting_connect
 
     def serve_again():
         if not failed_once.wait(HEALTH_TIMEOUT_S):
@@ -395,7 +406,7 @@ def test_the_next_reset_reconnects_after_a_server_restart():
         assert patient.reset(**SCENARIO) == board  # retried with backoff until the server answered
         assert failed_once.is_set()  # its first attempt found no server
         assert up.wait(HEALTH_TIMEOUT_S)  # the restarted server answered (its health poll may lag the reset)
-        patient._drop_client = drop
+        patient._link._connect = connect
         assert impatient.reset(**SCENARIO) == board and impatient.session_error is None
         args = {"worker_id": "qa_triage", "question_type": "policy_basis"}
         want = outcome_of(local, "ask_worker", args)
@@ -416,11 +427,103 @@ def test_a_session_freed_by_the_idle_reaper_is_lost_and_reset_reconnects(servers
     # Both slots come free only once the reaper has freed both idle sessions.
     asyncio.run(wait_for_free_slots(servers["reaper"], 2, timeout=20))
     assert time.monotonic() - last_activity >= 1.0  # not before the configured idle timeout
-    with pytest.raises(SessionLostError, match="idle timeout"):
+    with pytest.raises(SessionLostError, match="idle timeout") as reaped:
         stepped.hold_release("awaiting_fix")
+    assert reaped.value.code == SESSION_CLOSED
     board = local.reset(**SCENARIO)
     assert reset_only.reset(**SCENARIO) == board  # reconnects transparently
     assert stepped.reset(**SCENARIO) == board
     want = outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
     for env in (stepped, reset_only):  # both on new sessions (the server holds only two)
         assert outcome_of(env, "hold_release", {"reason_code": "awaiting_fix"}) == want
+
+
+def test_the_server_names_a_reaped_session_by_code_in_its_error_frame(servers):
+    async def main():
+        async with open_socket(servers["reaper"]) as ws:
+            await send(ws, {"type": "reset", "data": SCENARIO})
+            await wait_for_free_slots(servers["reaper"], 2, timeout=20)  # reaped; the socket stays open
+            return await send(ws, {"type": "step", "data": {"tool_name": "hold_release",
+                                                            "arguments": {"reason_code": "awaiting_fix"}}})
+
+    reply = asyncio.run(main())
+    assert reply["type"] == "error" and reply["data"]["code"] == "EXECUTION_ERROR"  # OpenEnv's code for any raise
+    assert reply["data"]["message"].startswith(f"{SESSION_CLOSED}: ")
+    code, message = frame_code(reply["data"])
+    assert code == SESSION_CLOSED and "reset" in message and SESSION_CLOSED not in message
+
+
+# The server's wording without its code: the client must not take it for a closed session.
+WORDING_ONLY = "this session was closed (idle timeout); reconnect and reset"
+
+
+def test_only_an_environment_code_in_an_execution_error_counts():
+    assert frame_code({"code": "EXECUTION_ERROR", "message": "SESSION_CLOSED: gone"}) == (SESSION_CLOSED, "gone")
+    assert frame_code({"code": "EXECUTION_ERROR", "message": WORDING_ONLY}) == ("EXECUTION_ERROR", WORDING_ONLY)
+    assert frame_code({"code": "CAPACITY_REACHED", "message": "SESSION_CLOSED: x"})[0] == "CAPACITY_REACHED"
+    assert frame_code({"message": "no code"}) == ("UNKNOWN", "no code")
+    with pytest.raises(ValueError, match="valid: SESSION_CLOSED"):
+        coded_message("SESSION_GONE", "x")
+
+
+SILENT = object()  # a scripted server that does not answer this message
+
+
+@contextlib.contextmanager
+def scripted_server(replies: list):
+    """A WebSocket server at /ws answering each message, across connections, with the next scripted reply."""
+    from websockets.sync.server import serve
+
+    script = iter(replies)
+
+    def handler(ws):
+        for raw in ws:
+            if json.loads(raw).get("type") == "close":
+                return
+            reply = next(script)
+            if reply is not SILENT:
+                ws.send(json.dumps(reply))
+
+    with serve(handler, "127.0.0.1", 0) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+        finally:
+            close_all()
+            server.shutdown()
+            thread.join(10)
+
+
+def board_frame(text: str) -> dict:
+    return {"type": "observation", "data": serialize_observation(ReleaseOpsObservation(text=text))}
+
+
+def execution_error(message: str) -> dict:
+    return {"type": "error", "data": {"message": message, "code": "EXECUTION_ERROR"}}
+
+
+def test_the_client_matches_the_code_never_the_wording():
+    with scripted_server([board_frame("board"), execution_error(WORDING_ONLY),
+                          execution_error(coded_message(SESSION_CLOSED, "freed")), board_frame("again")]) as url:
+        env = make_remote_env_factory(url)()
+        assert env.reset() == "board"
+        with pytest.raises(RuntimeError, match="server refused hold_release") as refused:
+            env.hold_release("awaiting_fix")
+        assert not isinstance(refused.value, SessionLostError) and env.session_error is None
+        with pytest.raises(SessionLostError) as lost:
+            env.hold_release("awaiting_fix")
+        assert (lost.value.code, lost.value.reason, env.session_error) == (SESSION_CLOSED, "freed", "freed")
+        first = env._link.session
+        assert env.reset() == "again" and env._link.session is not first  # a new connection
+
+
+def test_a_reply_that_never_comes_loses_the_session_and_the_next_reset_reconnects():
+    with scripted_server([board_frame("board"), SILENT, board_frame("again")]) as url:
+        env = make_remote_env_factory(url, message_timeout_s=0.5)()
+        env.reset()
+        first = env._link.session
+        with pytest.raises(SessionLostError, match=r"no reply within 0.5 s") as lost:
+            env.hold_release("awaiting_fix")
+        assert lost.value.code == CONNECTION_LOST
+        assert env.reset() == "again" and env._link.session is not first

@@ -1,0 +1,60 @@
+"""`check_capacity`: fail fast when the servers cannot hold a generation batch of sessions."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Optional, Sequence
+
+from .errors import CapacityError
+from .urls import http_url, is_loopback, parse_urls, urls_from_env
+
+
+def _get_json(url: str, timeout_s: float, headers: Optional[dict] = None) -> dict:
+    handlers = [urllib.request.ProxyHandler({})] if is_loopback(url) else []
+    opener = urllib.request.build_opener(*handlers)
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    with opener.open(request, timeout=timeout_s) as response:
+        return json.loads(response.read())
+
+
+def check_capacity(base_urls: str | Sequence[str] | None, generation_batch_size: int, *, timeout_s: float = 10.0,
+                   headers: Optional[dict] = None) -> dict:
+    """Check that the servers can hold `generation_batch_size` concurrent sessions.
+
+    TRL keeps one environment instance, hence one session, per rollout of a
+    generation batch, all open at once: across every training process, that is
+    `per_device_train_batch_size * steps_per_generation * num_processes`
+    (or the eval batch, if larger). Each server's `/metadata` reports its
+    `max_concurrent_envs`; sessions already opened by other clients are not
+    counted.
+
+    Returns `{"replicas", "max_concurrent_envs" (per URL), "capacity", "generation_batch_size"}`.
+
+    Raises:
+        CapacityError: a ValueError, when replicas x max_concurrent_envs < generation_batch_size.
+        ConnectionError: when a server does not answer or does not report its capacity.
+    """
+    urls = parse_urls(base_urls if base_urls is not None else urls_from_env())
+    per_url = []
+    for url in urls:
+        try:
+            meta = _get_json(f"{http_url(url)}/metadata", timeout_s, headers)
+        except (OSError, ValueError) as exc:
+            raise ConnectionError(f"could not read {http_url(url)}/metadata: {exc}") from exc
+        value = meta.get("max_concurrent_envs") if isinstance(meta, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConnectionError(f"{http_url(url)}/metadata does not report max_concurrent_envs "
+                                  "(is it a ReleaseOps Arena server?)")
+        per_url.append(value)
+    capacity = sum(per_url)
+    n = len(urls)
+    if len(set(per_url)) == 1:
+        breakdown = f"{n} replica{'s' if n > 1 else ''} x {per_url[0]}"
+    else:
+        breakdown = f"{n} replicas: {' + '.join(map(str, per_url))}"
+    if capacity < generation_batch_size:
+        raise CapacityError(f"server capacity {capacity} ({breakdown}) is below the generation batch size "
+                            f"{generation_batch_size}; raise MAX_CONCURRENT_ENVS or add replicas")
+    return {"replicas": n, "max_concurrent_envs": dict(zip(urls, per_url)), "capacity": capacity,
+            "generation_batch_size": generation_batch_size}

@@ -1,0 +1,69 @@
+"""Factories of remote envs for TRL's `environment_factory`, spread round-robin over server replicas."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Optional, Sequence
+
+from . import registry
+from .capacity import check_capacity
+from .remote_tool_env import RemoteReleaseOpsToolEnv
+from .session import DEFAULT_RECONNECT_TIMEOUT_S, SessionOptions
+from .urls import RoundRobin, parse_urls, urls_from_env
+
+
+class RemoteEnvFactory:
+    """Zero-argument callable for TRL's `environment_factory`: one new session per call, round-robin over URLs."""
+
+    def __init__(self, base_urls: str | Sequence[str], *, reconnect_timeout_s: float = DEFAULT_RECONNECT_TIMEOUT_S,
+                 **client_options: Any):
+        self.base_urls = parse_urls(base_urls)
+        self.reconnect_timeout_s = reconnect_timeout_s
+        self.client_options = dict(client_options)
+        SessionOptions.from_kwargs(**self.client_options)  # reject bad options now, not at the first reset
+        self._rotation = RoundRobin(self.base_urls)
+
+    def __call__(self) -> RemoteReleaseOpsToolEnv:
+        env = RemoteReleaseOpsToolEnv(base_url=self._rotation.next(), reconnect_timeout_s=self.reconnect_timeout_s,
+                                      **self.client_options)
+        env._link.group = self
+        return env
+
+    def close(self, timeout_s: float = registry.CLOSE_TIMEOUT_S) -> int:
+        """Close the sessions of the instances this factory made; returns how many were open."""
+        return registry.close_sessions(self, timeout_s)
+
+    def __repr__(self) -> str:
+        return f"RemoteEnvFactory({list(self.base_urls)!r})"
+
+
+def make_remote_env_factory(base_urls: str | Sequence[str] | None = None, **client_options: Any) -> RemoteEnvFactory:
+    """A zero-argument factory of `RemoteReleaseOpsToolEnv` for `GRPOTrainer(environment_factory=...)`.
+
+    Args:
+        base_urls: One URL, a comma-separated string or a list (Space replicas);
+            defaults to `RELEASEOPS_ENV_URL`. Sessions are spread round-robin.
+        **client_options: `reconnect_timeout_s` (how long a reset retries a
+            server that went away, default 120 s), and connection options named
+            as in `ReleaseOpsEnv`: `connect_timeout_s`, `message_timeout_s`,
+            `max_message_size_mb`, `websocket_ping_interval_s`,
+            `websocket_ping_timeout_s`, `headers`
+            (`{"Authorization": f"Bearer {token}"}` for a private Space).
+    """
+    return RemoteEnvFactory(base_urls if base_urls is not None else urls_from_env(), **client_options)
+
+
+@contextlib.contextmanager
+def remote_sessions(base_urls: str | Sequence[str] | None = None, *, generation_batch_size: Optional[int] = None,
+                    **client_options: Any) -> Iterator[RemoteEnvFactory]:
+    """Yield a factory; close every session it opened on exit (also on errors).
+
+    With `generation_batch_size`, `check_capacity` runs first.
+    """
+    factory = make_remote_env_factory(base_urls, **client_options)
+    if generation_batch_size is not None:
+        check_capacity(factory.base_urls, generation_batch_size, headers=client_options.get("headers"))
+    try:
+        yield factory
+    finally:
+        factory.close()
