@@ -23,7 +23,8 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.live_server import REPO_ROOT, free_port, http_get, wait_for_health
-from tests.test_openenv_validate import run_validate
+from tests.test_openenv_validate import MANIFEST, run_validate
+from validation import measure, validate
 
 IMAGE = "releaseops-arena:test"
 BUILD_TIMEOUT_S = 900
@@ -203,3 +204,49 @@ def test_full_episode_over_websocket(container) -> None:
 def test_openenv_validate_against_container(container) -> None:
     _, base_url = container
     run_validate(base_url)
+
+
+# ------------------------------------------------- openenv validate, package mode
+
+def _implemented_checks() -> set[str]:
+    """The check ids this OpenEnv build grades (runtime.startup is the runner's own)."""
+    from openenv.validation.policy import load_policy
+    from openenv.validation.runner import default_grader_registry
+    from openenv.validation.types import Lane
+
+    policy = load_policy("v2")
+    registry = default_grader_registry(policy)
+    return {cid for cid in policy.entries_for_lane(Lane.LOCAL) if registry.get(cid)} | {"runtime.startup"}
+
+
+def test_openenv_validate_package_mode(engine: Engine) -> None:
+    """`openenv validate .` on a clean copy: the validator builds the image and runs it itself (no network,
+    read-only, uid 65532, the declared CPU and memory). Every check OpenEnv 0.10 grades passes; the only
+    skips are the checks it does not implement."""
+    report, rendered, work = validate.run()
+    assert validate.problems(report) == [], rendered
+    status = {r["check_id"]: r["status"] for r in report["results"]}
+    assert {cid for cid, s in status.items() if s == "pass"} == _implemented_checks(), rendered
+    assert report["verdict"] == "warn"  # 0.10 turns any skip (its unimplemented graders) into WARN
+
+    declared = MANIFEST["resources"]
+    run = json.loads((work / "report.artifacts" / "run-manifest.json").read_text())["provider"]
+    assert run["limits"]["NetworkMode"] == "none" and run["user"] == "65532:65532" and not run["oom_killed"]
+    assert run["limits"]["Memory"] == declared["memory_mb"] * 2**20
+    assert run["limits"]["NanoCpus"] == int(declared["cpu"] * 1e9)
+    assert run["network"]["namespace"]["interfaces"] == ["lo"]
+    trace = json.loads((work / "report.artifacts" / "collector-trace.json").read_text())
+    rewards_seen = [row["response_json"]["data"]["reward"] for row in trace if row["operation"] == "step"]
+    assert rewards_seen[-1] == MANIFEST["reward"]["range"][1]  # the validator's own probe reached the top
+
+
+def test_declared_resources_hold_under_load(image: str) -> None:
+    """64 sessions (one replaying the validator's probe) under the declared --cpus and --memory."""
+    declared = MANIFEST["resources"]
+    got = measure.measure(image, seconds=15, limits=(declared["cpu"], declared["memory_mb"]))
+    print(f"\n[container] under load: {json.dumps(got)}")
+    assert got["wrong_replies"] == 0 and got["probe_failures"] == [] and got["probe_episodes"] > 0, got
+    assert got["server_peak_rss_mb"] < declared["memory_mb"] / 2, got  # the declared budget keeps a 2x margin
+    assert got["probe_s_max"] < declared["episode_timeout_s"] / 10, got
+    assert sum(got["written_kb_after"].values()) < declared["disk_mb"] * 1024 / 2, got
+    assert got["startup_to_health_s"] < 30, got  # the validator's startup deadline

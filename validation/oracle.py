@@ -5,13 +5,13 @@ It shows that the served reward reaches the declared maximum: the privileged
 reads that process's own `Episode`), then its calls are replayed on a server
 over `/ws` and the server's rewards are checked. The hidden truth never
 crosses the wire: the server has no oracle hook to switch on or off, and a
-policy talking to it cannot reach the oracle. The evaluation splits are out of
-its reach by design when the operator sets RELEASEOPS_EVAL_SECRET; the train
-split is the public draw, so any copy of the source can replay it.
+policy talking to it cannot reach the oracle. It plays the train split, the
+public draw that any copy of the source rebuilds; with RELEASEOPS_EVAL_SECRET
+set, the evaluation splits' worlds are ones it cannot rebuild, by design.
 
 The chosen task is the first `train` index whose oracle return is RETURN_MAX
-(four violations revealed, easy budget), the one kind of task on which the
-reward's bounds are reached: the last step pays SAFE_SHIP + 4 * DISCOVERY =
+(four violations revealed, easy budget), the kind of task on which the
+reward's upper bounds are reached: the last step pays SAFE_SHIP + 4 * DISCOVERY =
 STEP_REWARD_MAX, the declared top of the reward range, and the return is RETURN_MAX.
 The same line is the validator's runtime probe (validation/runtime.json).
 
@@ -42,7 +42,7 @@ def oracle_task() -> tuple[int, dict, dict]:
         run = play(Oracle(), scenario)
         if run["return"] == rewards.RETURN_MAX:
             return index, scenario, run
-    raise SystemExit(f"no train task in 0..{SEARCH - 1} lets the oracle reach RETURN_MAX {rewards.RETURN_MAX}")
+    raise RuntimeError(f"no train task in 0..{SEARCH - 1} lets the oracle reach RETURN_MAX {rewards.RETURN_MAX}")
 
 
 def plan() -> dict:
