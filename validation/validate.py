@@ -91,7 +91,12 @@ def run(level: str = "semantic", keep: Path | None = None, timeout_s: float = 15
     if not report_path.exists():
         raise RuntimeError(f"openenv validate wrote no report (rc={proc.returncode}):\n"
                            f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(report_path.read_text()), proc.stdout + proc.stderr, work
+    report = json.loads(report_path.read_text())
+    built = [r["measured"]["image_ref"] for r in report["results"] if r.get("measured", {}).get("image_ref")]
+    for image in built:  # the validator leaves its untagged image behind; the build cache keeps the layers
+        subprocess.run(["docker", "image", "rm", image], capture_output=True, env=docker_env(), timeout=120,
+                       stdin=subprocess.DEVNULL)
+    return report, proc.stdout + proc.stderr, work
 
 
 def main(argv: list[str] | None = None) -> int:
