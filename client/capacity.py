@@ -26,35 +26,43 @@ def check_capacity(base_urls: str | Sequence[str] | None, generation_batch_size:
     generation batch, all open at once: across every training process, that is
     `per_device_train_batch_size * steps_per_generation * num_processes`
     (or the eval batch, if larger). Each server's `/metadata` reports its
-    `max_concurrent_envs`; sessions already opened by other clients are not
-    counted.
+    `max_concurrent_envs` per worker process and its `workers`; sessions
+    already opened by other clients are not counted.
 
-    Returns `{"replicas", "max_concurrent_envs" (per URL), "capacity", "generation_batch_size"}`.
+    Returns `{"replicas", "max_concurrent_envs" (sessions per URL, all workers), "workers" (per URL),
+    "capacity", "generation_batch_size"}`.
 
     Raises:
-        CapacityError: a ValueError, when replicas x max_concurrent_envs < generation_batch_size.
+        CapacityError: a ValueError, when the total capacity < generation_batch_size.
         ConnectionError: when a server does not answer or does not report its capacity.
     """
     urls = parse_urls(base_urls if base_urls is not None else urls_from_env())
-    per_url = []
+    per_url, workers = [], []
     for url in urls:
         try:
             meta = _get_json(f"{http_url(url)}/metadata", timeout_s, headers)
         except (OSError, ValueError) as exc:
             raise ConnectionError(f"could not read {http_url(url)}/metadata: {exc}") from exc
         value = meta.get("max_concurrent_envs") if isinstance(meta, dict) else None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConnectionError(f"{http_url(url)}/metadata does not report max_concurrent_envs "
+        count = meta.get("workers", 1) if isinstance(meta, dict) else None  # older servers: one process
+        if not _positive_int(value) or not _positive_int(count):
+            raise ConnectionError(f"{http_url(url)}/metadata does not report max_concurrent_envs and workers "
                                   "(is it a ReleaseOps Arena server?)")
-        per_url.append(value)
+        per_url.append(value * count)
+        workers.append(count)
     capacity = sum(per_url)
     n = len(urls)
-    if len(set(per_url)) == 1:
-        breakdown = f"{n} replica{'s' if n > 1 else ''} x {per_url[0]}"
+    shapes = [f"{w} worker{'s' if w > 1 else ''} x {c // w}" if w > 1 else str(c) for c, w in zip(per_url, workers)]
+    if len(set(shapes)) == 1:
+        breakdown = f"{n} replica{'s' if n > 1 else ''} x {shapes[0]}"
     else:
-        breakdown = f"{n} replicas: {' + '.join(map(str, per_url))}"
+        breakdown = f"{n} replicas: {' + '.join(shapes)}"
     if capacity < generation_batch_size:
         raise CapacityError(f"server capacity {capacity} ({breakdown}) is below the generation batch size "
-                            f"{generation_batch_size}; raise MAX_CONCURRENT_ENVS or add replicas")
-    return {"replicas": n, "max_concurrent_envs": dict(zip(urls, per_url)), "capacity": capacity,
-            "generation_batch_size": generation_batch_size}
+                            f"{generation_batch_size}; raise MAX_CONCURRENT_ENVS or add replicas or workers")
+    return {"replicas": n, "max_concurrent_envs": dict(zip(urls, per_url)), "workers": dict(zip(urls, workers)),
+            "capacity": capacity, "generation_batch_size": generation_batch_size}
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -164,6 +164,9 @@ class RemoteSession:
         return frame.get("data") or {}
 
 
+CAPACITY_RETRIES = 8  # refusals in a row before a reset reports CapacityError
+
+
 class ReconnectingSession:
     """The session of one remote env: opened on the first reset, replaced on a later reset once lost.
 
@@ -188,7 +191,7 @@ class ReconnectingSession:
         """
         window = self.reconnect_timeout_s if self._connected_once else 0.0
         deadline = time.monotonic() + window
-        delay, attempt = 0.5, 0
+        delay, attempt, full = 0.5, 0, 0
         while True:
             attempt += 1
             try:
@@ -199,6 +202,13 @@ class ReconnectingSession:
             except ServerError as exc:
                 if exc.code == WSErrorCode.CAPACITY_REACHED.value:
                     self.drop()
+                    # With several worker processes on one port the kernel, not the server,
+                    # picks the worker of a new connection: one worker can be full while
+                    # another has room, so a refusal is retried on a fresh connection.
+                    full += 1
+                    if full < CAPACITY_RETRIES:
+                        time.sleep(0.05 * full)
+                        continue
                     raise CapacityError(f"{self.base_url} is at capacity ({exc.message}); raise "
                                         "MAX_CONCURRENT_ENVS or add replicas (see check_capacity)") from None
                 if exc.code == WSErrorCode.EXECUTION_ERROR.value:

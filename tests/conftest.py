@@ -20,7 +20,7 @@ TIERS: dict[str, str] = {
     "test_evaluation": "engine", "test_state_machine": "engine", "test_structure": "engine", "test_tasks": "engine",
     "test_bench": "engine",
     "test_server": "server", "test_client": "server", "test_openenv_validate": "server", "test_notebook": "server",
-    "test_fuzz": "server", "test_tasks_wire": "server", "test_rubric": "server",
+    "test_fuzz": "server", "test_tasks_wire": "server", "test_rubric": "server", "test_deploy": "server",
     "test_web": "browser",
     "test_container": "container",
     "test_training": "train", "test_openai_policy": "train", "test_structured": "train", "test_learnability": "train",

@@ -296,7 +296,7 @@ def test_check_capacity_and_round_robin_over_two_replicas(small_servers):
     with pytest.raises(CapacityError) as one:
         check_capacity([a], 5)
     assert str(one.value) == ("server capacity 4 (1 replica x 4) is below the generation batch size 5; "
-                              "raise MAX_CONCURRENT_ENVS or add replicas")
+                              "raise MAX_CONCURRENT_ENVS or add replicas or workers")
     report = check_capacity(f"{a},{b}", 8)
     assert report["replicas"] == 2 and report["capacity"] == 8
     with pytest.raises(CapacityError, match=r"server capacity 8 \(2 replicas x 4\) is below the generation batch size 9"):

@@ -11,7 +11,7 @@ import yaml
 from websockets.exceptions import ConnectionClosed
 
 from bench.launch import uvicorn_process
-from client import close_all, make_remote_env_factory
+from client import CapacityError, check_capacity, close_all, make_remote_env_factory
 from releaseops_arena.splits import task_scenario
 from tests.live_server import REPO_ROOT, http_get
 from tests.wire import local_transcript, open_socket, send, wait_for_free_slots
@@ -99,9 +99,20 @@ def test_two_workers_each_hold_their_own_sessions_and_report_the_count(tmp_path)
         meta = json.loads(http_get(base + "/metadata")[1])
         assert meta["workers"] == 2 and meta["max_concurrent_envs"] == 8
         held = sessions_held(base, 48)
-    # Both workers full, no more: each process keeps its own 8. (Which worker accepts a
-    # connection is the kernel's choice, so one may fill before the other: README, capacity.)
-    assert held == 16, held
+        # Both workers full, no more: each process keeps its own 8. (Which worker accepts a
+        # connection is the kernel's choice, so one may fill before the other.)
+        assert held == 16, held
+        asyncio.run(wait_for_free_slots(base, 1))
+        assert check_capacity(base, 16)["capacity"] == 16
+        with pytest.raises(CapacityError, match=r"16 \(1 replica x 2 workers x 8\)"):
+            check_capacity(base, 17)
+        # The trainer's sessions fill both workers: a refusal by a full worker is retried.
+        factory = make_remote_env_factory(base)
+        envs = [factory() for _ in range(16)]
+        try:
+            assert all(env.reset(split="train", index=i).startswith('{"phase"') for i, env in enumerate(envs))
+        finally:
+            assert close_all() == 16
 
 
 def test_two_replicas_share_128_generations_evenly_and_free_every_slot():
