@@ -41,6 +41,7 @@ from .factory import RemoteEnvFactory, make_remote_env_factory, remote_sessions
 from .registry import close_all
 from .releaseops_client import ReleaseOpsEnv
 from .remote_tool_env import RemoteReleaseOpsToolEnv
+from .urls import urls_from_dns
 
 __all__ = [
     "ReleaseOpsEnv",
@@ -52,4 +53,5 @@ __all__ = [
     "check_capacity",
     "CapacityError",
     "SessionLostError",
+    "urls_from_dns",
 ]

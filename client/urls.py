@@ -1,10 +1,11 @@
-"""Server base URLs: parsing, `RELEASEOPS_ENV_URL`, and round-robin over replicas."""
+"""Server base URLs: parsing, `RELEASEOPS_ENV_URL`, replicas behind one DNS name, and round-robin."""
 
 from __future__ import annotations
 
 import ipaddress
 import itertools
 import os
+import socket
 import threading
 from typing import Sequence
 from urllib.parse import urlsplit
@@ -31,6 +32,20 @@ def urls_from_env() -> tuple[str, ...]:
         raise ValueError(f"set {ENV_URL_VAR} (comma-separated for several replicas), "
                          "or build instances with make_remote_env_factory(base_urls)")
     return parse_urls(value)
+
+
+def urls_from_dns(host: str, port: int = 8000, scheme: str = "http") -> tuple[str, ...]:
+    """One base URL per address `host` resolves to, sorted: the replicas behind a headless
+    Kubernetes Service (deploy/kubernetes/service.yaml), each reached directly so that a
+    WebSocket session stays on the replica that holds it."""
+    if scheme not in ("http", "https"):
+        raise ValueError(f"scheme must be http or https, not {scheme!r}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ConnectionError(f"could not resolve {host!r}: {exc}") from exc
+    addresses = sorted({info[4][0] for info in infos})
+    return tuple(f"{scheme}://[{a}]:{port}" if ":" in a else f"{scheme}://{a}:{port}" for a in addresses)
 
 
 def http_url(url: str) -> str:

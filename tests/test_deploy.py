@@ -11,7 +11,7 @@ import yaml
 from websockets.exceptions import ConnectionClosed
 
 from bench.launch import uvicorn_process
-from client import CapacityError, check_capacity, close_all, make_remote_env_factory
+from client import CapacityError, check_capacity, close_all, make_remote_env_factory, urls_from_dns
 from releaseops_arena.splits import task_scenario
 from tests.live_server import REPO_ROOT, http_get
 from tests.wire import local_transcript, open_socket, send, wait_for_free_slots
@@ -141,3 +141,12 @@ def test_two_replicas_share_128_generations_evenly_and_free_every_slot():
             assert close_all() == 128
         for url in (a, b):
             asyncio.run(wait_for_free_slots(url, 64))
+
+
+def test_a_dns_name_resolves_to_one_url_per_replica():
+    assert urls_from_dns("localhost", 8123) in {("http://127.0.0.1:8123",), ("http://127.0.0.1:8123", "http://[::1]:8123")}
+    assert urls_from_dns("127.0.0.1", 9000, "https") == ("https://127.0.0.1:9000",)
+    with pytest.raises(ValueError, match="scheme must be http or https"):
+        urls_from_dns("localhost", scheme="ws")
+    with pytest.raises(ConnectionError, match="could not resolve"):
+        urls_from_dns("no-such-host.invalid")
