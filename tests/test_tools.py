@@ -40,6 +40,8 @@ def test_literal_arguments_become_enums():
     assert props["rule_id"]["enum"] == ["S1", "S2", "S3"]
     assert schema["hold_release"]["function"]["parameters"]["properties"]["reason_code"]["enum"] == [
         "awaiting_fix", "risk_too_high", "policy_unclear", "deploy_checks_pending"]
+    assert schema["ask_worker"]["function"]["parameters"]["properties"]["worker_id"]["enum"] == [
+        "ci_fixer", "qa_triage", "release_manager", "sre"]
 
 
 @pytest.mark.parametrize("call, message", [
