@@ -172,10 +172,12 @@ def test_the_one_reader_rebuilds_the_engines_board_after_every_call():
 def test_the_web_boards_menus_are_the_catalogue():
     """Every menu of the Release board offers exactly the values its tool accepts, and every argument a
     button sends has a name to ask for it by."""
+    from releaseops_arena import catalog
     from releaseops_arena.tools import TOOL_SPECS
-    from server import web_handlers
+    from server import web_handlers, web_render
 
     for (tool, arg), choices in web_handlers.MENUS.items():
         assert tuple(value for _, value in choices) == TOOL_SPECS[tool][arg], (tool, arg)
     assert set(web_handlers.MENUS) == set(ENUMS)
     assert set(web_handlers.NEEDS) == {arg for spec in TOOL_SPECS.values() for arg in spec}
+    assert set(web_render.OUTCOME_TEXT) == set(catalog.OUTCOMES)
