@@ -25,8 +25,8 @@ class ReleaseOpsObservation(Observation):
     """What the supervisor sees after reset or a tool call."""
 
     text: str = Field(default="", description="Exactly the string a model sees: the board after reset, "
-                                              "the tool result after a step, or the error message.")
-    board: dict[str, Any] = Field(default_factory=dict, description="The current public board as JSON.")
+                                              "the tool result after a step, or the error message. "
+                                              "The structured board is in `state` (on request), not repeated here.")
     error: Optional[str] = Field(default=None, description="Short message of an invalid call, else null.")
     outcome: Optional[str] = Field(default=None, description="safe_ship, unsafe_ship or missed_deadline once done.")
     episode_return: float = Field(default=0.0, description="Sum of rewards so far in this episode.")
@@ -41,6 +41,8 @@ class ReleaseOpsState(State):
     archetype_mix: Optional[str] = Field(default=None, description="Named worker archetype mix.")
     phase: Optional[str] = Field(default=None, description="Current phase.")
     review_budget_remaining: Optional[int] = Field(default=None, description="Review budget left.")
+    board: dict[str, Any] = Field(default_factory=dict,
+                                  description="The whole public board now, as JSON: the reset text, kept current.")
     episode_return: float = Field(default=0.0, description="Sum of rewards so far.")
     done: bool = Field(default=False, description="Whether the episode has ended.")
     outcome: Optional[str] = Field(default=None, description="Terminal outcome once done.")

@@ -94,8 +94,7 @@ class ReleaseOpsEnvironment(Environment):
         self._episode, self._picked_by_server = start_episode(kwargs, TASKS)
         self.rubric(None, self._episode.reward_counters())
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
-        return ReleaseOpsObservation(text=self._episode.initial_observation, board=self._episode.board(),
-                                     done=False, reward=0.0)
+        return ReleaseOpsObservation(text=self._episode.initial_observation, done=False, reward=0.0)
 
     # OpenEnv's Task API (TaskProvider): served as /releaseops_arena/splits, /tasks, ...
     def list_splits(self) -> list[dict]:
@@ -144,7 +143,9 @@ class ReleaseOpsEnvironment(Environment):
             # The truth may be told once the episode is over.
             metadata = {"metrics": ep.metrics(), "reward_breakdown": self.rubric.breakdown(), "audit": ep.audit,
                         "scenario": ep.config}
-        return ReleaseOpsObservation(text=text, board=ep.board(), error=error, outcome=ep.outcome,
+        # No board here: `text` is what the model sees, and the structured board is
+        # offered on request in `state`, so no reply carries the same data twice.
+        return ReleaseOpsObservation(text=text, error=error, outcome=ep.outcome,
                                      episode_return=ep.episode_return, done=ep.done, reward=reward,
                                      metadata=metadata)
 
@@ -159,6 +160,7 @@ class ReleaseOpsEnvironment(Environment):
         config = ep.config if ep.done or not self._picked_by_server else {"difficulty": ep.config["difficulty"]}
         return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps, **config,
                                phase=catalog.PHASES[ep.world.stage], review_budget_remaining=ep.world.budget_left,
+                               board=ep.board(),
                                episode_return=ep.episode_return, done=ep.done, outcome=ep.outcome)
 
     def get_metadata(self) -> EnvironmentMetadata:

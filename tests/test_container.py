@@ -182,7 +182,7 @@ def test_full_episode_over_websocket(container) -> None:
         assert {"observation", "reward", "done"} <= set(data)
         assert data["done"] is False
         obs = data["observation"]
-        assert obs["text"] and obs["board"]["proposals"], obs
+        assert json.loads(obs["text"])["proposals"], obs  # the reset text is the board
         assert obs["outcome"] is None
 
         for steps in range(1, 61):

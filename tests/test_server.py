@@ -145,7 +145,8 @@ def test_info_routes_answer(live_server):
     assert httpx.get(f"{live_server}/health").json() == {"status": "healthy"}
     schema = httpx.get(f"{live_server}/schema").json()
     assert {"tool_name", "arguments"} <= set(schema["action"]["properties"])
-    assert {"text", "board", "error", "outcome", "episode_return"} <= set(schema["observation"]["properties"])
+    assert {"text", "error", "outcome", "episode_return"} <= set(schema["observation"]["properties"])
+    assert "board" not in schema["observation"]["properties"] and "board" in schema["state"]["properties"]
     meta = httpx.get(f"{live_server}/metadata").json()
     assert meta["catalogue"]["families"] == list(FAMILIES)
     assert meta["catalogue"]["heldout_families"] == list(HELDOUT_FAMILIES)
@@ -174,5 +175,30 @@ def test_mcp_lists_the_same_tools_over_http_and_ws_and_calls_them(live_server):
                 result = (await send(ws, {"type": "mcp", "data": rpc}))["data"]["result"]
                 assert result["text"] == text
             assert result["done"] and result["outcome"] == "safe_ship"
+
+    asyncio.run(main())
+
+
+def test_replies_carry_the_text_once_and_state_offers_the_current_board(live_server):
+    """No reply repeats the board: a step reply is the model's text plus the envelope, and
+    `state` gives the whole current board, equal to the engine's after every call."""
+    from releaseops_arena.episode import Episode
+
+    async def main():
+        async with open_socket(live_server) as ws:
+            for k in range(6):
+                local = local_transcript(POLICY_CYCLE[k % len(POLICY_CYCLE)], scenario(k), rng_seed=k)
+                episode = Episode(**scenario(k))
+                reset = await send(ws, {"type": "reset", "data": local["scenario"]})
+                assert set(reset["data"]["observation"]) == {"text", "error", "outcome", "episode_return", "metadata"}
+                for tool, args in local["calls"]:
+                    reply = await send(ws, {"type": "step", "data": {"tool_name": tool, "arguments": args}})
+                    episode.step(tool, args)
+                    observation = reply["data"]["observation"]
+                    assert "board" not in observation
+                    if not reply["data"]["done"]:
+                        assert observation["metadata"] == {}
+                        state = await send(ws, {"type": "state"})
+                        assert state["data"]["board"] == json.loads(json.dumps(episode.board()))
 
     asyncio.run(main())
