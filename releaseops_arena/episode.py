@@ -483,9 +483,7 @@ class Episode:
         return self._inspect("ticket", ticket_id, "inspect_ticket", "ticket")
 
     def _ask_worker(self, worker_id: str, question_type: str) -> dict:
-        w = self.world
-        if worker_id not in w.workers:
-            raise ToolError(f"unknown worker {_short(worker_id)}; valid: {', '.join(catalog.WORKERS)}")
+        w = self.world  # worker_id is one of the catalogue's workers: _validate checked its enum
         self._spend_evidence()
         self._charge()
         mine = [w.proposals[pid] for pid in w.active if w.proposals[pid].card.worker == worker_id]
