@@ -5,6 +5,10 @@ updates the reward from the true world state, and returns a `StepResult`. An
 invalid call is recorded and penalised (V1) and comes back with `error` set;
 the in-process tool env turns it into a `ValueError`, the server into an
 observation with `error`. A call after the end changes nothing (V4).
+
+It is over 400 lines on purpose: the seven tools' effects, the time and
+ship rules and the caps are one state machine over one world, and splitting
+them would spread each transition's invariants over modules.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ GenericEnvClient (the README snippet), the typed `ReleaseOpsEnv` (sync and
 async), and `RemoteReleaseOpsToolEnv`, TRL's remote environment: identical to
 the in-process `ReleaseOpsToolEnv`, lazy, reconnecting, tracked and closed,
 spread over replicas, capacity-checked, telling a lost session by its code.
+(Over 400 lines: one module per door keeps the live servers it starts shared.)
 """
 
 from __future__ import annotations
