@@ -7,6 +7,8 @@ held-out mix. The held-out family and mix never appear in `train`.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import numbers
 from typing import Iterator
 
@@ -48,6 +50,8 @@ def scenarios(split: str, n: int, difficulty: str | None = None, start: int = 0)
 # builder and the server all read tasks through `ReleaseTasks`.
 
 EVALUATION_SPLITS = ("heldout_seeds", "unseen_family", "unseen_mix")
+# Where a server (and the dataset builder) read the operator's evaluation secret.
+SECRET_ENV = "RELEASEOPS_EVAL_SECRET"
 TASKS_PER_SPLIT = SEEDS_PER_SPLIT
 LIST_PREVIEW = 100  # list_tasks returns this many; num_tasks and get_task_range reach the rest
 MAX_RANGE = 1000  # tasks per get_task_range call, so one request cannot ask for a million specs
@@ -102,10 +106,28 @@ class ReleaseTasks:
                              f"({indices.start}..{indices.stop - 1})")
         return [self.get_task(split, i) for i in indices]
 
-    def episode(self, split: str, index: int, difficulty: str | None = None) -> Episode:
-        """A new `Episode` for one task, salted with the secret on an evaluation split."""
-        salt = self._secret if split in EVALUATION_SPLITS else ""
-        return Episode(**task_scenario(split, index, difficulty), salt=salt)
+    def episode(self, split: str, index: int, difficulty: str | None = None, token: str | None = None) -> Episode:
+        """A new `Episode` for one task, salted with the secret on an evaluation split.
+
+        With a secret, an evaluation task is played only with its `token`
+        (`task_token`): otherwise anyone reaching the server could replay the
+        very task another session is playing, search it for a winning line in
+        scratch episodes, and play that line for real.
+        """
+        scenario = task_scenario(split, index, difficulty)
+        if not self._secret or split not in EVALUATION_SPLITS:
+            return Episode(**scenario)
+        expected = task_token(self._secret, split, index, difficulty)
+        if not isinstance(token, str) or not hmac.compare_digest(token, expected):
+            raise ValueError(f"this server's evaluation splits are private: a reset of a {split} task needs its "
+                             "token, which the operator derives from the secret (splits.task_token)")
+        return Episode(**scenario, salt=self._secret)
+
+
+def task_token(secret: str, split: str, index: int, difficulty: str | None = None) -> str:
+    """The operator's credential for one evaluation task (split, index, difficulty) under `secret`."""
+    message = f"{split}/{int(index)}/{difficulty or ''}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:32]
 
 
 def _check_split(split: str) -> None:
@@ -116,7 +138,8 @@ def _check_split(split: str) -> None:
 def reset_arguments(columns: dict) -> dict:
     """The reset arguments a dataset row (or a caller's keywords) asks for, in-process or remote.
 
-    With `index`: the task, `split` and `index` (and `difficulty` when given).
+    With `index`: the task, `split` and `index` (and `difficulty` and the
+    operator's `token` when given).
     Otherwise the explicit scenario (`family`, `seed`, `difficulty`,
     `archetype_mix`, each defaulting from the catalogue). Other columns, such as
     `prompt`, are dropped; asking for both a task and a scenario is refused.
@@ -131,8 +154,9 @@ def reset_arguments(columns: dict) -> dict:
         raise ValueError(f"index needs a split; valid: {', '.join(SPLITS)}")
     index = columns["index"]
     task = {"split": columns["split"], "index": int(index) if _is_int(index) else index}  # numpy ints from a dataset
-    if columns.get("difficulty") is not None:
-        task["difficulty"] = columns["difficulty"]
+    for key in ("difficulty", "token"):
+        if columns.get(key) is not None:
+            task[key] = columns[key]
     return task
 
 
@@ -141,7 +165,7 @@ def start_episode(columns: dict, tasks: ReleaseTasks) -> tuple[Episode, bool]:
     args = reset_arguments(columns)
     if "index" not in args:
         return Episode(**args), False
-    return tasks.episode(args["split"], args["index"], args.get("difficulty")), True
+    return tasks.episode(args["split"], args["index"], args.get("difficulty"), args.get("token")), True
 
 
 def _is_int(value: object) -> bool:

@@ -16,7 +16,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
-from releaseops_arena.splits import ReleaseTasks, start_episode
+from releaseops_arena.splits import SECRET_ENV, ReleaseTasks, start_episode
 try:
     from ..client.errors import SESSION_CLOSED, coded_message
     from ..client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
@@ -28,11 +28,11 @@ from .mcp_tools import SessionToolServer
 from .rubric import EpisodeReturn
 
 SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
-TASK_KEYS = ("split", "index")
+TASK_KEYS = ("split", "index", "token")
 # The operator's evaluation secret (unset: the public draw). It salts the worlds
 # of the evaluation splits' tasks, so that nobody holding this source can rebuild
 # a task from its first board (README, "Tasks and the evaluation secret").
-EVAL_SECRET_ENV = "RELEASEOPS_EVAL_SECRET"
+EVAL_SECRET_ENV = SECRET_ENV
 TASKS = ReleaseTasks(secret=os.environ.get(EVAL_SECRET_ENV, ""))
 
 
@@ -81,8 +81,9 @@ class ReleaseOpsEnvironment(Environment):
                                              "reconnect and reset"))
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> ReleaseOpsObservation:
-        """A task (`split`, `index`, optional `difficulty`) or a scenario (`family`, `seed`,
-        `difficulty`, `archetype_mix`; missing ones take the catalogue defaults)."""
+        """A task (`split`, `index`, optional `difficulty`; with an evaluation secret, an evaluation
+        task also needs its `token`) or a scenario (`family`, `seed`, `difficulty`, `archetype_mix`;
+        missing ones take the catalogue defaults)."""
         self._check_open()
         unknown = sorted(set(kwargs) - set(SCENARIO_KEYS) - set(TASK_KEYS))
         if unknown:

@@ -121,6 +121,17 @@ def test_dataset_rows_have_exactly_the_training_columns():
     assert set(hard["difficulty"]) == {"hard"} and hard["index"] == list(range(6))
 
 
+def test_with_the_secret_set_evaluation_rows_carry_their_task_tokens(monkeypatch):
+    from releaseops_arena.splits import ReleaseTasks, start_episode
+
+    monkeypatch.setenv("RELEASEOPS_EVAL_SECRET", "operator-secret")
+    rows = build("heldout_seeds", 4)
+    assert rows.column_names == [*COLUMNS, "token"]
+    for row in rows:  # a server with that secret plays each row
+        start_episode(row, ReleaseTasks(secret="operator-secret"))
+    assert build("train", 4).column_names == COLUMNS  # train needs no token
+
+
 def test_plot_writes_a_png(tmp_path):
     rule = ev.evaluate("rule", "heldout_seeds", 12, "medium", progress=False)
     oracle = ev.evaluate("oracle", "heldout_seeds", 12, "medium", progress=False)

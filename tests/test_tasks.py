@@ -4,7 +4,7 @@ import pytest
 
 from releaseops_arena import ReleaseOpsToolEnv
 from releaseops_arena.splits import (EVALUATION_SPLITS, LIST_PREVIEW, MAX_RANGE, SPLITS, TASKS_PER_SPLIT,
-                                     ReleaseTasks, scenarios, start_episode, task_scenario)
+                                     ReleaseTasks, scenarios, start_episode, task_scenario, task_token)
 
 TASKS = ReleaseTasks()
 
@@ -46,8 +46,10 @@ def test_bad_task_requests_are_refused_naming_what_is_valid(call, error, message
 def test_the_secret_salts_evaluation_tasks_only():
     private = ReleaseTasks(secret="operator-secret")
     for split in EVALUATION_SPLITS:
-        assert private.episode(split, 3).initial_observation != TASKS.episode(split, 3).initial_observation
-        assert private.episode(split, 3).initial_observation == private.episode(split, 3).initial_observation
+        token = task_token("operator-secret", split, 3)
+        assert private.episode(split, 3, token=token).initial_observation != TASKS.episode(split, 3).initial_observation
+        assert private.episode(split, 3, token=token).initial_observation == private.episode(
+            split, 3, token=token).initial_observation
     # Training stays reproducible on every host, secret or not.
     assert private.episode("train", 3).initial_observation == TASKS.episode("train", 3).initial_observation
 
@@ -62,3 +64,18 @@ def test_a_task_reset_equals_the_explicit_scenario_and_mixing_both_is_refused():
         env.reset(index=1)
     episode, picked = start_episode({"split": "train", "index": 2}, TASKS)
     assert picked and episode.config == task_scenario("train", 2)
+
+
+def test_with_a_secret_an_evaluation_task_is_played_only_with_its_token():
+    """Else a second session could replay the very task another is playing and search it for a winning line."""
+    private = ReleaseTasks(secret="operator-secret")
+    right = task_token("operator-secret", "unseen_mix", 137, "hard")
+    for token in (None, "", task_token("guess", "unseen_mix", 137, "hard"), task_token("operator-secret", "unseen_mix", 138, "hard"),
+                  task_token("operator-secret", "unseen_mix", 137)):
+        with pytest.raises(ValueError, match="evaluation splits are private: a reset of a unseen_mix task needs its token"):
+            private.episode("unseen_mix", 137, "hard", token=token)
+    assert private.episode("unseen_mix", 137, "hard", token=right).config == task_scenario("unseen_mix", 137, "hard")
+    assert private.episode("train", 137).config == task_scenario("train", 137)  # train needs none
+    episode, picked = start_episode({"split": "unseen_mix", "index": 137, "difficulty": "hard", "token": right}, private)
+    assert picked and right not in str(episode.config) + episode.initial_observation
+    assert TASKS.episode("unseen_mix", 137, token="anything").config == task_scenario("unseen_mix", 137)  # public draw

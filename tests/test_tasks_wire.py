@@ -8,7 +8,7 @@ import pytest
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, ReleaseOpsToolEnv
 from releaseops_arena.catalog import ARCHETYPES
-from releaseops_arena.splits import SPLITS, TASKS_PER_SPLIT, task_scenario
+from releaseops_arena.splits import SPLITS, TASKS_PER_SPLIT, task_scenario, task_token
 from tests.live_server import run_live_server
 from tests.live_server import live_server  # noqa: F401  (fixture)
 from tests.wire import local_transcript, open_socket, remote_replay, send
@@ -98,19 +98,28 @@ def test_a_server_picked_task_leaks_nothing_before_done(live_server):
 
 def test_the_operator_secret_salts_evaluation_tasks_and_never_reaches_the_wire():
     secret = "operator-secret-4471"
+    token = {split: task_token(secret, split, 2) for split in SPLITS}
 
     async def first_boards(base):
         async with open_socket(base) as ws:
-            replies = [await send(ws, {"type": "reset", "data": {"split": split, "index": 2}}) for split in SPLITS]
+            replies = [await send(ws, {"type": "reset", "data": {"split": split, "index": 2, "token": token[split]}})
+                       for split in SPLITS]
             replies.append(await send(ws, {"type": "state"}))
-            return replies
+            # Without its token an evaluation task is refused (a second session could replay it otherwise),
+            # and the session plays on.
+            refused = await send(ws, {"type": "reset", "data": {"split": "unseen_mix", "index": 2}})
+            again = await send(ws, {"type": "reset", "data": {"split": "train", "index": 2}})
+            return replies, refused, again
 
     with run_live_server(env={"RELEASEOPS_EVAL_SECRET": secret}) as base:
-        private = asyncio.run(first_boards(base))
+        private, refused, again = asyncio.run(first_boards(base))
         meta = httpx.get(base + "/metadata", timeout=10).json()
     public = [ReleaseOpsToolEnv().reset(split=split, index=2) for split in SPLITS]
     boards = [m["data"]["observation"]["text"] for m in private[:-1]]
     assert boards[0] == public[0]  # train: the same world on every host
     assert all(b != p for b, p in zip(boards[1:], public[1:]))
+    assert refused["type"] == "error" and "needs its token" in json.dumps(refused)
+    assert again["type"] == "observation"
     assert meta["evaluation_draw"] == "private"
-    assert secret not in json.dumps(private) + json.dumps(meta)
+    assert secret not in json.dumps(private) + json.dumps(meta) + json.dumps(refused)
+    assert not any(t in json.dumps(private) for t in token.values())

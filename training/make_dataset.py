@@ -12,11 +12,12 @@ never appear in `train`. Saved as parquet; nothing is pushed anywhere.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from datasets import Dataset
 
-from releaseops_arena.splits import task_scenario
+from releaseops_arena.splits import EVALUATION_SPLITS, SECRET_ENV, task_scenario, task_token
 
 SYSTEM_PROMPT = (
     "You are the release oversight supervisor. Use tools sparingly. Gather evidence only when justified. "
@@ -26,13 +27,23 @@ COLUMNS = ["prompt", "split", "index", "difficulty"]
 
 
 def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
-    return [{"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], "split": split, "index": i,
-             "difficulty": task_scenario(split, i, difficulty)["difficulty"]} for i in range(n)]
+    """With the operator's secret in the environment, evaluation rows carry their task tokens
+    (a server with that secret refuses an evaluation task without one)."""
+    secret = os.environ.get(SECRET_ENV, "") if split in EVALUATION_SPLITS else ""
+    out = []
+    for i in range(n):
+        level = task_scenario(split, i, difficulty)["difficulty"]
+        row = {"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], "split": split, "index": i, "difficulty": level}
+        if secret:
+            row["token"] = task_token(secret, split, i, level)
+        out.append(row)
+    return out
 
 
 def build(split: str, n: int, difficulty: str | None = None) -> Dataset:
     """A deterministic `datasets.Dataset` for one split."""
-    return Dataset.from_list(rows(split, n, difficulty)).select_columns(COLUMNS)
+    data = rows(split, n, difficulty)
+    return Dataset.from_list(data).select_columns(COLUMNS + (["token"] if "token" in data[0] else []))
 
 
 def main(argv: list[str] | None = None) -> None:
