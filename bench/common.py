@@ -84,13 +84,16 @@ def med(values) -> float:
 # ------------------------------------------------------------------- pinning
 
 def pin(cpus: set[int]) -> Optional[list[int]]:
-    """Pin this process to `cpus` (intersected with what is allowed); returns the set used, or None."""
+    """Pin this process to `cpus`, or where the OS refuses some of them, to those of them it runs on now;
+    returns the set used, or None. (Widening works too: a process pinned to one core may ask for two.)"""
     if not hasattr(os, "sched_setaffinity"):
         return None
-    allowed = os.sched_getaffinity(0)
-    use = (cpus & allowed) or {min(allowed)}
-    os.sched_setaffinity(0, use)
-    return sorted(use)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        allowed = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, (cpus & allowed) or {min(allowed)})
+    return sorted(os.sched_getaffinity(0))
 
 
 def allowed_cpus() -> list[int]:
@@ -140,11 +143,13 @@ def write_json(path: Optional[str], data: dict) -> None:
 
 @contextlib.contextmanager
 def bench_server(app: str, env: Optional[Mapping[str, Optional[str]]] = None, cpus: Optional[set[int]] = None,
-                 module: str = "uvicorn") -> Iterator[tuple[str, int]]:
-    """Every benchmarked server alike: uvicorn defaults, `--log-level warning`, the web interface
-    off (ENABLE_WEB_INTERFACE removed), optionally pinned to `cpus`; yields (base_url, pid).
-    `module` replaces `uvicorn` (the instrumented wrapper `bench._uvicorn_wrap` takes the same arguments)."""
+                 module: str = "uvicorn", args: tuple[str, ...] = ("--log-level", "warning"),
+                 log_path: Optional[Path] = None) -> Iterator[tuple[str, int]]:
+    """Every benchmarked server alike: uvicorn defaults, `--log-level warning` (unless `args` says
+    otherwise), the web interface off (ENABLE_WEB_INTERFACE removed), optionally pinned to `cpus`;
+    yields (base_url, pid). `module` replaces `uvicorn` (the instrumented wrapper
+    `bench._uvicorn_wrap` takes the same arguments)."""
     pythonpath = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     with uvicorn_process(app, env={"ENABLE_WEB_INTERFACE": None, "PYTHONPATH": pythonpath, **(env or {})},
-                         module=module, args=("--log-level", "warning"), cpus=cpus, timeout=90) as served:
+                         module=module, args=args, cpus=cpus, timeout=120, log_path=log_path) as served:
         yield served

@@ -8,7 +8,7 @@ step pipeline in-process.
 * Profile (`BENCH_PROFILE_OUT`): cProfile with a per-thread CPU clock while 16
   sessions replay episodes, shares by component (`bench.profiles`).
 * Pipeline: parse, env.step, serialize_observation and the response JSON per step,
-  ours vs the echo environment, without the network or the executor hop.
+  ours vs the text echo and the bare echo, without the network or the executor hop.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench import profiles
 from bench.common import bench_server, med
-from bench.replay import ECHO, OURS, Replay, drive, encode
+from bench.replay import ECHO, OURS, TEXT_ECHO, Replay, drive, encode
 
 WRAP = "bench._uvicorn_wrap"
 
@@ -59,7 +59,7 @@ async def server_profile(replays: list[Replay], seconds: float, server_cpus: set
 
 async def in_situ_timers(replays: list[Replay], seconds: float, server_cpus: set[int], sessions: int = 16) -> dict:
     out: dict = {}
-    for name, app in (("ours", OURS), ("echo", ECHO)):
+    for name, app in (("ours", OURS), ("text_echo", TEXT_ECHO), ("echo", ECHO)):
         with tempfile.TemporaryDirectory(prefix="releaseops_bench_timers_") as tmp:
             path = Path(tmp) / "timers.json"
             with bench_server(app, cpus=server_cpus, module=WRAP,
@@ -81,20 +81,22 @@ async def in_situ_timers(replays: list[Replay], seconds: float, server_cpus: set
 
 
 def pipeline(episodes: list[dict], repeats: int) -> dict:
-    """The server's per-step CPU path in-process (no network, no executor hop), ours vs echo:
+    """The server's per-step CPU path in-process (no network, no executor hop), ours vs both echoes:
     parse (json.loads + WSStepMessage + deserialize_action), env.step, serialize_observation,
     WSObservationResponse(...).model_dump_json(); and the engine's own step for reference."""
     from bench.echo_app import EchoAction, EchoEnvironment
+    from bench.text_echo_app import TextEchoEnvironment, texts_of
     from client.models import ReleaseOpsAction
     from server.releaseops_environment import ReleaseOpsEnvironment
 
+    texts = texts_of(episodes)
+    envs = {"ours": (ReleaseOpsEnvironment, ReleaseOpsAction),
+            "text_echo": (lambda: TextEchoEnvironment(texts), EchoAction), "echo": (EchoEnvironment, EchoAction)}
     runs = []
     for _ in range(repeats):
-        runs.append({"ours": _pipeline_once(episodes, ReleaseOpsEnvironment, ReleaseOpsAction),
-                     "echo": _pipeline_once(episodes, EchoEnvironment, EchoAction),
+        runs.append({**{name: _pipeline_once(episodes, *env) for name, env in envs.items()},
                      "engine_step_us": _engine_step_us(episodes)})
-    return {"ours": {k: med([r["ours"][k] for r in runs]) for k in runs[0]["ours"]},
-            "echo": {k: med([r["echo"][k] for r in runs]) for k in runs[0]["echo"]},
+    return {**{name: {k: med([r[name][k] for r in runs]) for k in runs[0][name]} for name in envs},
             "engine_step_us": med([r["engine_step_us"] for r in runs]), "repeats": repeats}
 
 
@@ -105,6 +107,7 @@ def _pipeline_once(episodes: list[dict], env_cls, action_cls) -> dict:
     pc = time.perf_counter_ns
     env = env_cls()
     parse = step = ser = resp = n = size = 0
+    done_sizes, done_metadata = [], []
     for ep, rep in zip(episodes, encode(episodes)):
         env.reset(**ep["scenario"])
         for raw in rep.steps:
@@ -122,11 +125,17 @@ def _pipeline_once(episodes: list[dict], env_cls, action_cls) -> dict:
             step += t2 - t1
             ser += t3 - t2
             resp += t4 - t3
-            size += len(text)
+            size += len(text.encode())
             n += 1
-    return {"parse_us": parse / n / 1e3, "env_step_us": step / n / 1e3, "serialize_us": ser / n / 1e3,
-            "response_json_us": resp / n / 1e3, "total_us": (parse + step + ser + resp) / n / 1e3,
-            "mean_response_bytes": size / n}
+            if obs.done:  # the episode's last reply, with its metadata
+                done_sizes.append(len(text.encode()))
+                done_metadata.append(len(json.dumps(obs.metadata, separators=(",", ":")).encode()))
+    out = {"parse_us": parse / n / 1e3, "env_step_us": step / n / 1e3, "serialize_us": ser / n / 1e3,
+           "response_json_us": resp / n / 1e3, "total_us": (parse + step + ser + resp) / n / 1e3,
+           "mean_response_bytes": size / n}
+    if done_sizes:
+        out.update(done_response_bytes=med(done_sizes), done_metadata_bytes=med(done_metadata))
+    return out
 
 
 def _engine_step_us(episodes: list[dict]) -> float:

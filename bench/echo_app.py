@@ -1,4 +1,5 @@
-"""A minimal echo environment on the same OpenEnv + uvicorn stack, as the server baseline.
+"""The bare echo: a minimal environment on the same OpenEnv + uvicorn stack, the framework's own floor
+(`bench/text_echo_app.py`, which answers with our texts, is the payload floor the goals use).
 
     PYTHONPATH=. .venv/bin/python -m uvicorn bench.echo_app:app --port 8001
 
@@ -7,11 +8,12 @@ keys, step with `tool_name` and `arguments`) so the two can be driven by the
 same replay, and does no work: reset returns a fixed small observation and
 step echoes the tool name back. Everything else (ASGI, WebSocket framing, the
 per-session executor thread, pydantic validation and serialization) is OpenEnv's
-and identical to ours.
+and identical to ours. Like server/app.py it freezes its start-up heap.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Optional
 
 from openenv.core import Action, Environment, Observation, State, create_app
@@ -49,3 +51,7 @@ class EchoEnvironment(Environment):
 
 
 app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=64)
+
+# As server/app.py does: full collections never walk the start-up heap (gradio included).
+gc.collect()
+gc.freeze()

@@ -93,11 +93,11 @@ def child_environment(env: Optional[Mapping[str, Optional[str]]] = None) -> dict
 
 
 def _pin_to(cpus: Optional[set[int]]):
-    """A pre-exec hook pinning the child to `cpus` from its start (every later thread inherits it)."""
+    """A pre-exec hook pinning the child to `cpus` from its start (every later thread inherits it).
+    Not narrowed to the parent's own pinning: a client pinned to one core starts servers on others."""
     if not cpus or not hasattr(os, "sched_setaffinity"):
         return None
-    use = (cpus & os.sched_getaffinity(0)) or cpus
-    return lambda: os.sched_setaffinity(0, use)
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 @contextlib.contextmanager

@@ -39,14 +39,18 @@ def key_numbers(results: dict) -> list[str]:
     server, out = results["server"], []
     if "load" in server:
         row = goals.at_64(results)
-        out.append(f"replies of {f0(row['ours_mean_reply_bytes'])} bytes (echo {f0(row['echo_mean_reply_bytes'])})")
+        out.append(f"step replies of median {f0(row['ours_reply_bytes_p50'])} / p99 {f0(row['ours_reply_bytes_p99'])} "
+                   f"bytes (text echo {f0(row['text_echo_reply_bytes_p50'])} / {f0(row['text_echo_reply_bytes_p99'])})")
+        out.append(f"ours / bare echo at 64 sessions: throughput {row['throughput_ratio_bare']:.2f}x, p99 "
+                   f"{row['p99_ratio_bare']:.2f}x")
     cost = notes.deflate_cost(results)
     if cost:
-        out.append(f"permessage-deflate about {f0(cost[0])} µs of server CPU per step (echo {f0(cost[1])} µs)")
-    stock = {row["variant"]: row for row in server.get("variants", {}).get("table", [])}.get("stock, full GCs logged")
-    if stock and "ours_full_gc_share" in stock:
-        out.append(f"full garbage collections {stock['ours_full_gc_share'] * 100:.1f}% of the time at 64 sessions "
-                   f"(echo {stock['echo_full_gc_share'] * 100:.1f}%)")
+        out.append(f"permessage-deflate about {f0(cost[0])} µs of server CPU per step (text echo {f0(cost[1])} µs)")
+    wk = server.get("workers")
+    if wk:
+        two = {row["workers"]: row for row in wk["table"]}[2]
+        out.append(f"with 2 workers the servers used {two['server_cpu']:.2f} cores and the load client "
+                   f"{two['client_cpu']:.2f}")
     out.append(f"the engine's own step {f1(results['engine']['median']['step_mean_us'])} µs (mean)")
     return out
 

@@ -2,8 +2,8 @@
 
 A session is one WebSocket: `{"type":"reset","data":scenario}`, then one
 `{"type":"step","data":{"tool_name":..., "arguments":...}}` per recorded call.
-Every reply is checked: ours must return exactly the text the in-process run saw,
-the echo server the tool name. `drive` opens N sessions, replays through a warm-up
+Every reply is checked: ours and the text echo must return exactly the text the
+in-process run saw, the bare echo the tool name. `drive` opens N sessions, replays through a warm-up
 and a window, and reports what completed inside the window.
 """
 
@@ -24,6 +24,7 @@ from bench.common import percentile
 
 OURS = "server.app:app"
 ECHO = "bench.echo_app:app"
+TEXT_ECHO = "bench.text_echo_app:app"
 
 
 def ws_url(base: str) -> str:
@@ -70,6 +71,7 @@ class Tally:
     errors: int = 0
     reply_bytes: int = 0
     replies: int = 0
+    window_reply_bytes: list[int] = field(default_factory=list)  # each step reply inside the window
 
 
 async def open_session(base: str, first: str, attempts: int = 200, compression: str | None = "deflate"):
@@ -155,13 +157,14 @@ async def _play_steps(ws, rep: Replay, clock: Clock, tally: Tally, echo: bool) -
             return False
         t0 = pc()
         await ws.send(msg)
-        raw = await ws.recv()
+        raw = await ws.recv(decode=False)  # bytes: the frame's size as sent, before permessage-deflate
         t1 = pc()
         tally.steps += 1
         tally.replies += 1
         tally.reply_bytes += len(raw)
         if clock.t_start <= t1 <= clock.t_end:
             tally.steps_in_window += 1
+            tally.window_reply_bytes.append(len(raw))
             if t0 >= clock.t_start:
                 tally.latencies.append(t1 - t0)
         reply = json.loads(raw)
@@ -173,9 +176,30 @@ async def _play_steps(ws, rep: Replay, clock: Clock, tally: Tally, echo: bool) -
     return True
 
 
+def server_processes(pid: int) -> list[psutil.Process]:
+    """The server and every process under it (uvicorn's workers when it runs several)."""
+    proc = psutil.Process(pid)
+    return [proc, *proc.children(recursive=True)]
+
+
 def cpu_seconds(pid: int) -> float:
+    """CPU time of `pid` itself (the load client: never the servers it started)."""
     t = psutil.Process(pid).cpu_times()
     return t.user + t.system
+
+
+def cpu_by_process(pid: int) -> dict[int, float]:
+    out = {}
+    for proc in server_processes(pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            t = proc.cpu_times()
+            out[proc.pid] = t.user + t.system
+    return out
+
+
+def extensions(ws) -> str | None:
+    """The WebSocket extensions the server agreed to (None: none, e.g. no permessage-deflate)."""
+    return ws.response.headers.get("Sec-WebSocket-Extensions")
 
 
 async def drive(base: str, pid: int, sessions: int, replays: list[Replay], warmup_s: float, window_s: float,
@@ -186,21 +210,27 @@ async def drive(base: str, pid: int, sessions: int, replays: list[Replay], warmu
     clock.t_start = time.perf_counter() + warmup_s
     clock.t_end = clock.t_start + window_s
     clock.stop_at = clock.t_end + 0.05
+    agreed = {extensions(ws) for ws in sockets}
+    if compression is None and agreed != {None}:
+        raise RuntimeError(f"asked for no compression, but the server agreed to {agreed}")
     me = os.getpid()
     cpu = {}
 
     async def sample():
         await asyncio.sleep(max(0.0, clock.t_start - time.perf_counter()))
-        cpu["server0"], cpu["client0"], cpu["t0"], cpu["wall0"] = (cpu_seconds(pid), cpu_seconds(me),
+        cpu["server0"], cpu["client0"], cpu["t0"], cpu["wall0"] = (cpu_by_process(pid), cpu_seconds(me),
                                                                    time.perf_counter(), time.time())
         await asyncio.sleep(max(0.0, clock.t_end - time.perf_counter()))
-        cpu["server1"], cpu["client1"], cpu["t1"], cpu["wall1"] = (cpu_seconds(pid), cpu_seconds(me),
+        cpu["server1"], cpu["client1"], cpu["t1"], cpu["wall1"] = (cpu_by_process(pid), cpu_seconds(me),
                                                                    time.perf_counter(), time.time())
 
     await asyncio.gather(sample(), *(worker(i, base, ws, replays, clock, tally, echo, compression=compression)
                                      for i, ws in enumerate(sockets)))
     span = cpu["t1"] - cpu["t0"]
+    by_pid = {p: (cpu["server1"][p] - cpu["server0"].get(p, 0.0)) / span for p in cpu["server1"]}
+    server_cpu_s = sum(by_pid.values()) * span
     lat = tally.latencies
+    sizes = tally.window_reply_bytes
     return {
         "sessions": sessions,
         "steps_in_window": tally.steps_in_window,
@@ -209,13 +239,18 @@ async def drive(base: str, pid: int, sessions: int, replays: list[Replay], warmu
         "p50_ms": percentile(lat, 50) * 1e3 if lat else float("nan"),
         "p99_ms": percentile(lat, 99) * 1e3 if lat else float("nan"),
         "latency_samples": len(lat),
-        "server_cpu": (cpu["server1"] - cpu["server0"]) / span,
-        "server_cpu_us_per_step": (cpu["server1"] - cpu["server0"]) / max(1, tally.steps_in_window) * 1e6,
+        "server_cpu": server_cpu_s / span,
+        "server_cpu_us_per_step": server_cpu_s / max(1, tally.steps_in_window) * 1e6,
+        # cores used by each server process, the busiest first (one entry per uvicorn worker, and the supervisor)
+        "server_cpu_by_process": sorted(by_pid.values(), reverse=True),
+        "extensions": sorted(agreed, key=str),
         "window_wall": [cpu["wall0"], cpu["wall1"]],
         "client_cpu": (cpu["client1"] - cpu["client0"]) / span,
         "mismatches": tally.mismatches,
         "errors": tally.errors,
         "mean_reply_bytes": tally.reply_bytes / max(1, tally.replies),
+        "reply_bytes_p50": percentile(sizes, 50),
+        "reply_bytes_p99": percentile(sizes, 99),
     }
 
 

@@ -1,4 +1,4 @@
-"""The server sections of docs/benchmarks.md: load, what-ifs, in-situ timers, memory, soak, server profile.
+"""The server sections of docs/benchmarks.md: load, what-ifs, workers, in-situ timers, memory, soak, server profile.
 
 Each function takes the server part's JSON (`bench/server.py`) and returns Markdown,
 or "" when the piece it reports did not run.
@@ -11,72 +11,110 @@ from bench.markdown import drop_empty_columns, f0, f1, f2, table
 
 def sections(results: dict) -> list[str]:
     server = results["server"]
-    pieces = [s for s in (load_section(server), variants_section(server), timers_section(server)) if s]
+    pieces = [s for s in (load_section(server), variants_section(server), workers_section(server),
+                          timers_section(server)) if s]
     return ["\n\n".join([intro(server), *pieces]) if pieces else "", memory_section(server)]
 
 
 def intro(server: dict) -> str:
     return (
-        "## 2. Server (`bench/server.py`, `bench/echo_app.py`)\n\n"
-        f"Ours (`uvicorn server.app:app`) against an echo environment on the same OpenEnv + uvicorn stack "
-        f"(`bench/echo_app.py`, `create_app(max_concurrent_envs=64)`), both `python -m uvicorn APP --log-level "
-        f"warning` with ENABLE_WEB_INTERFACE unset, pinned to CPU {server['server_cpus']}; the client (asyncio + "
-        f"`websockets`, default permessage-deflate as OpenEnv's client) is pinned to CPU {server['client_cpus']}. "
-        f"Sessions replay recorded `rule` episodes ({server['episodes']} scenarios, "
-        f"{server['steps_per_episode']:.1f} steps each): reset, then every step; ours must answer each step with "
-        "exactly the text the in-process run saw.")
+        "## 2. Server (`bench/server.py`, `bench/text_echo_app.py`, `bench/echo_app.py`)\n\n"
+        "Ours (`uvicorn server.app:app`) against two echo environments on the same OpenEnv + uvicorn stack, all "
+        "`create_app(max_concurrent_envs=64)` with the start-up heap frozen (as `server/app.py` does): the **text "
+        "echo** (`bench/text_echo_app.py`), which answers each reset and step with exactly the `text` ours sends "
+        "there (loaded at start-up from the recorded transcripts, no engine work; the floor the goals use, since "
+        "the model's text is payload no design can drop), and the **bare echo** (`bench/echo_app.py`, a tool-name "
+        "echo; its ratios are for reference). All run as `python -m uvicorn APP --log-level warning` with "
+        f"ENABLE_WEB_INTERFACE unset, pinned to CPU {server['server_cpus']}; the client (asyncio + `websockets`, "
+        f"default permessage-deflate as OpenEnv's client) is pinned to CPU {server['client_cpus']} and sends all "
+        f"three the same messages. Sessions replay recorded `rule` episodes ({server['episodes']} scenarios, "
+        f"{server['steps_per_episode']:.1f} steps each): reset, then every step; ours and the text echo must answer "
+        "each step with exactly the text the in-process run saw. Reply bytes are each step reply's JSON frame as "
+        "sent, before permessage-deflate.")
 
 
-def _pair(row: dict, key: str, fmt=f0) -> str:
-    return f"{fmt(row[f'ours_{key}'])} / {fmt(row[f'echo_{key}'])}"
+NAMES = ("ours", "text_echo", "echo")
+
+
+def _trio(row: dict, key: str, fmt=f0) -> str:
+    """ours / text echo / bare echo"""
+    return " / ".join(fmt(row[f"{name}_{key}"]) for name in NAMES)
+
+
+def _ranges(table_rows: list[dict], key: str) -> str:
+    return "; ".join(f"{r['sessions']} sessions {f2(r[key][0])} - {f2(r[key][1])}" for r in table_rows)
 
 
 def load_section(server: dict) -> str:
     if "load" not in server:
         return ""
     ld = server["load"]
-    rows = [[row["sessions"], f0(row["ours_throughput"]), f0(row["echo_throughput"]),
-             f"**{f2(row['throughput_ratio'])}x**", f"{f2(row['ours_p50_ms'])} / {f2(row['ours_p99_ms'])}",
-             f"{f2(row['echo_p50_ms'])} / {f2(row['echo_p99_ms'])}", f"**{f2(row['p99_ratio'])}x**",
-             _pair(row, "server_cpu_us_per_step"), _pair(row, "server_cpu", f2), _pair(row, "client_cpu", f2),
-             _pair(row, "mean_reply_bytes"), row["mismatches"]] for row in ld["table"]]
-    ranges = "; ".join(f"{r['sessions']} sessions {f2(r['throughput_ratio_range'][0])} - "
-                       f"{f2(r['throughput_ratio_range'][1])}" for r in ld["table"])
-    p99_ranges = "; ".join(f"{r['sessions']} sessions {f2(r['p99_ratio_range'][0])} - {f2(r['p99_ratio_range'][1])}"
-                           for r in ld["table"])
+    rows = [[row["sessions"], _trio(row, "throughput"), f"**{f2(row['throughput_ratio'])}x**",
+             f"{f2(row['throughput_ratio_bare'])}x", _trio(row, "p50_ms", f2), _trio(row, "p99_ms", f2),
+             f"**{f2(row['p99_ratio'])}x**", f"{f2(row['p99_ratio_bare'])}x", _trio(row, "server_cpu_us_per_step"),
+             f0(row["cpu_us_minus_text_echo"]), _trio(row, "server_cpu", f2), _trio(row, "client_cpu", f2),
+             _trio(row, "reply_bytes_p50"), _trio(row, "reply_bytes_p99"), _trio(row, "mean_reply_bytes"),
+             row["mismatches"]] for row in ld["table"]]
     return (
         f"Load: {ld['rounds']} rounds, each a {ld['warmup_s']:g} s warm-up and a {ld['window_s']:g} s window per "
-        "server and concurrency, order alternating; medians. Throughput counts step replies (resets excluded but "
-        "performed); latency is send-to-reply per step.\n\n"
-        + table(["sessions", "ours steps/s", "echo steps/s", "ours/echo", "ours p50 / p99 ms", "echo p50 / p99 ms",
-                 "p99 ours/echo", "server CPU us/step ours / echo", "server CPU (cores) ours / echo",
-                 "client CPU ours / echo", "reply bytes ours / echo", "wrong replies"], rows)
-        + f"\n\nThroughput ratio range over rounds: {ranges}. p99 ratio range: {p99_ranges}.")
+        "server and concurrency, order rotating; medians. Throughput counts step replies (resets excluded but "
+        "performed); latency is send-to-reply per step. Triples are ours / text echo / bare echo; ratios are "
+        "ours to the text echo (**bold**, the goals') and to the bare echo.\n\n"
+        + table(["sessions", "steps/s", "ours / text echo", "ours / bare echo", "p50 ms", "p99 ms",
+                 "p99 ours / text echo", "p99 ours / bare echo", "server CPU us/step", "CPU us/step ours - text echo",
+                 "server CPU (cores)", "client CPU (cores)", "reply bytes median", "reply bytes p99",
+                 "reply bytes mean", "wrong replies"], rows)
+        + f"\n\nThroughput ratio to the text echo, range over rounds: {_ranges(ld['table'], 'throughput_ratio_range')}"
+        f". p99 ratio: {_ranges(ld['table'], 'p99_ratio_range')}.")
 
 
 def _full_gcs(row: dict) -> str:
-    if "ours_full_gc_per_s" not in row or "echo_full_gc_per_s" not in row:
+    if not all(f"{name}_full_gc_per_s" in row for name in NAMES):
         return ""
-    return (f"{f2(row['ours_full_gc_per_s'])}/s, {row['ours_full_gc_share'] * 100:.1f}% of time, max "
-            f"{f0(row['ours_full_gc_max_ms'])} ms / {f2(row['echo_full_gc_per_s'])}/s, "
-            f"{row['echo_full_gc_share'] * 100:.1f}%, max {f0(row['echo_full_gc_max_ms'])} ms")
+    return " / ".join(f"{f2(row[f'{n}_full_gc_per_s'])}/s, {row[f'{n}_full_gc_share'] * 100:.1f}%, max "
+                      f"{f0(row[f'{n}_full_gc_max_ms'])} ms" for n in NAMES)
 
 
 def variants_section(server: dict) -> str:
     if "variants" not in server:
         return ""
     va = server["variants"]
-    rows = [[row["variant"], f0(row["ours_throughput"]), f0(row["echo_throughput"]), f"{f2(row['throughput_ratio'])}x",
-             _pair(row, "p99_ms", f1), f"{f2(row['p99_ratio'])}x", _pair(row, "server_cpu_us_per_step"),
-             _full_gcs(row)] for row in va["table"]]
-    header = ["variant", "ours steps/s", "echo steps/s", "ours/echo", "p99 ms ours / echo", "p99 ours/echo",
-              "CPU us/step ours / echo", "full GCs ours / echo"]
+    rows = [[row["variant"], _trio(row, "throughput"), f"**{f2(row['throughput_ratio'])}x**",
+             f"{f2(row['throughput_ratio_bare'])}x", _trio(row, "p99_ms", f1), f"**{f2(row['p99_ratio'])}x**",
+             f"{f2(row['p99_ratio_bare'])}x", _trio(row, "server_cpu_us_per_step"),
+             ", ".join(str(e) for e in row.get("extensions", [])), _full_gcs(row)] for row in va["table"]]
+    header = ["variant", "steps/s", "ours / text echo", "ours / bare echo", "p99 ms", "p99 ours / text echo",
+              "p99 ours / bare echo", "CPU us/step", "extensions agreed", "full GCs"]
     return (
         f"### What-ifs at {va['sessions']} sessions\n\n"
-        "The same comparison under variants, each row changing one thing from the row above, both servers "
-        "alike (`bench/_uvicorn_wrap.py` runs `uvicorn.run` with the same settings plus the variant and a "
-        "full-collection log through `gc.callbacks`). Full collections are the generation-2 GC runs that started "
-        "inside the measurement windows.\n\n" + table(*drop_empty_columns(header, rows)))
+        f"The same three servers under `bench/_uvicorn_wrap.py` (`uvicorn.run` with the same settings, plus a "
+        f"full-collection log through `gc.callbacks`), {va['rounds']} rounds of {va['window_s']:g} s each, "
+        "medians; triples are ours / text echo / bare echo. Without permessage-deflate the client offers no "
+        "extension (`compression=None`); the extensions column is what the servers agreed to, read from each "
+        "handshake, so the row shows the server honoured it. Full collections are the generation-2 GC runs "
+        "that started inside the measurement windows.\n\n" + table(*drop_empty_columns(header, rows)))
+
+
+def workers_section(server: dict) -> str:
+    if "workers" not in server:
+        return ""
+    wk = server["workers"]
+    rows = [[row["workers"], f0(row["throughput"]), f"{f2(row['p50_ms'])} / {f2(row['p99_ms'])}",
+             f0(row["server_cpu_us_per_step"]), f2(row["server_cpu"]),
+             " + ".join(f2(c) for c in row["server_cpu_by_process"]), f2(row["client_cpu"]),
+             f2(row["server_cpu"] + row["client_cpu"]), row["mismatches"]] for row in wk["table"]]
+    return (
+        f"### Workers at {wk['sessions']} sessions\n\n"
+        f"Ours under `uvicorn server.app:app --workers N --timeout-worker-healthcheck 60` (what `releaseops-serve "
+        f"--workers N` runs; `--log-level info --no-access-log` so the bench sees every worker's \"Application "
+        f"startup complete\" before loading it), N = 1 and 2, both alive for the whole piece and driven in turns, "
+        f"{wk['rounds']} rounds of {wk['window_s']:g} s; medians. The servers and the load client are all on CPUs "
+        f"{wk['cpus']}, sharing them as a trainer on the same machine would. Server CPU is summed over the supervisor and every worker "
+        "(psutil, the server's process tree); the per-process split lists the busiest first.\n\n"
+        + table(["workers", "steps/s", "p50 / p99 ms", "server CPU us/step", "server CPU (cores)",
+                 "per process (cores)", "client CPU (cores)", "total (cores)", "wrong replies"], rows)
+        + f"\n\n2 workers / 1: **{f2(wk['speedup'])}x** (range over rounds "
+        f"{f2(wk['speedup_range'][0])} - {f2(wk['speedup_range'][1])}).")
 
 
 TIMED = ("env.step", "env.reset", "deserialize_action", "serialize_observation", "response.model_dump_json")
@@ -86,33 +124,33 @@ def timers_section(server: dict) -> str:
     if "timers" not in server:
         return ""
     tm = server["timers"]
-    o, e = tm["ours"], tm["echo"]
-    rows = [[f"`{k}`", f1(o["us_per_step"][k]), f1(e["us_per_step"][k]), f1(o["us_per_step"][k] - e["us_per_step"][k])]
-            for k in TIMED if k in o["us_per_step"] and k in e["us_per_step"]]
-    rows.append(["rest of the server", f1(o["rest_us_per_step"]), f1(e["rest_us_per_step"]),
-                 f1(o["rest_us_per_step"] - e["rest_us_per_step"])])
-    rows.append(["**server CPU per step**", f"**{f1(o['server_cpu_us_per_step'])}**",
-                 f"**{f1(e['server_cpu_us_per_step'])}**",
-                 f"**{f1(o['server_cpu_us_per_step'] - e['server_cpu_us_per_step'])}**"])
-    rows.append(["mean reply bytes", f0(o["mean_reply_bytes"]), f0(e["mean_reply_bytes"]), ""])
+    o, t, e = tm["ours"], tm["text_echo"], tm["echo"]
+    rows = [[f"`{k}`", *(f1(x["us_per_step"][k]) for x in (o, t, e)), f1(o["us_per_step"][k] - t["us_per_step"][k])]
+            for k in TIMED if all(k in x["us_per_step"] for x in (o, t, e))]
+    rows.append(["rest of the server", f1(o["rest_us_per_step"]), f1(t["rest_us_per_step"]),
+                 f1(e["rest_us_per_step"]), f1(o["rest_us_per_step"] - t["rest_us_per_step"])])
+    rows.append(["**server CPU per step**", *(f"**{f1(x['server_cpu_us_per_step'])}**" for x in (o, t, e)),
+                 f"**{f1(o['server_cpu_us_per_step'] - t['server_cpu_us_per_step'])}**"])
+    rows.append(["mean reply bytes", f0(o["mean_reply_bytes"]), f0(t["mean_reply_bytes"]), f0(e["mean_reply_bytes"]),
+                 ""])
     text = (
         f"### Where a server step's CPU goes ({tm['sessions']} sessions, in-situ timers)\n\n"
         "Thread CPU time of each piece, read inside the running servers (two clock reads per call, no "
-        "profiler; both servers with `gc.freeze()` so collection pauses do not land in a timed piece), per "
+        "profiler; all servers with `gc.freeze()` so collection pauses do not land in a timed piece), per "
         "step; `env.reset` is amortized over the steps of its episode. The rest is uvicorn, websockets "
         "(framing, permessage-deflate), asyncio, the per-session executor hop and OpenEnv's handler.\n\n"
-        + table(["piece (us per step)", "ours", "echo", "ours - echo"], rows))
+        + table(["piece (us per step)", "ours", "text echo", "bare echo", "ours - text echo"], rows))
     pl = server.get("pipeline")
-    if pl:
-        po, pe = pl["ours"], pl["echo"]
+    if pl and "text_echo" in pl:
+        def trio(key: str, fmt=f1) -> str:
+            return " / ".join(fmt(pl[n][key]) for n in NAMES)
+
         text += (
-            f"\n\nIn-process, hot (no network, no executor hop; `bench/cpu.py:pipeline`): parse "
-            f"{f1(po['parse_us'])} / {f1(pe['parse_us'])} us, `env.step` {f1(po['env_step_us'])} / "
-            f"{f1(pe['env_step_us'])} us (of which the engine's own step {f1(pl['engine_step_us'])} us), "
-            f"`serialize_observation` {f1(po['serialize_us'])} / {f1(pe['serialize_us'])} us, response JSON "
-            f"{f1(po['response_json_us'])} / {f1(pe['response_json_us'])} us; total {f1(po['total_us'])} / "
-            f"{f1(pe['total_us'])} us per step (ours / echo), responses of {f0(po['mean_response_bytes'])} / "
-            f"{f0(pe['mean_response_bytes'])} bytes.")
+            f"\n\nIn-process, hot (no network, no executor hop; `bench/cpu.py:pipeline`), ours / text echo / bare "
+            f"echo: parse {trio('parse_us')} us, `env.step` {trio('env_step_us')} us (the engine's own step "
+            f"{f1(pl['engine_step_us'])} us), `serialize_observation` {trio('serialize_us')} us, response JSON "
+            f"{trio('response_json_us')} us; total {trio('total_us')} us per step, responses of "
+            f"{trio('mean_response_bytes', f0)} bytes (mean).")
     return text
 
 
@@ -149,16 +187,18 @@ def soak_parts(soak: dict) -> list[str]:
 
 
 def server_profile(server: dict) -> str:
-    sp, se = server["profile"], server.get("profile_echo")
+    sp, se = server["profile"], server.get("profile_text_echo")
     cats = sorted(set(sp["category_us_per_step"]) | set(se["category_us_per_step"] if se else {}),
                   key=lambda k: -sp["category_us_per_step"].get(k, 0.0))
-    rows = [[c, f1(sp["categories"].get(c, 0.0) * 100), f1(se["categories"].get(c, 0.0) * 100) if se else ""]
+    rows = [[c, f1(sp["categories"].get(c, 0.0) * 100), f1(se["categories"].get(c, 0.0) * 100) if se else "",
+             f0(sp["category_us_per_step"].get(c, 0.0)), f0(se["category_us_per_step"].get(c, 0.0)) if se else ""]
             for c in cats]
-    echo = f", echo {f0(se['cpu_us_per_step'])}" if se else ""
+    echo = f", text echo {f0(se['cpu_us_per_step'])}" if se else ""
     return (
         f"### Server step (cProfile per thread, CPU clock; {sp['sessions']} sessions)\n\n"
         "The event loop thread and every session's executor thread, merged. Profiling multiplies the "
         f"per-step CPU (ours {f0(sp['cpu_us_per_step'])} us/step profiled{echo}), inflating Python-heavy code "
         "(the engine, pydantic wrappers, asyncio) far more than C code (zlib): use the in-situ timers above for "
-        "costs, this for what is hot.\n\n" + table(*drop_empty_columns(["category", "ours share %", "echo share %"],
-                                                                        rows)))
+        "costs, this for what is hot.\n\n"
+        + table(*drop_empty_columns(["category", "ours share %", "text echo share %", "ours us/step (profiled)",
+                                     "text echo us/step (profiled)"], rows)))

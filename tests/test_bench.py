@@ -1,6 +1,6 @@
 """The benchmark tool's own rules: it needs nothing from tests/, its goal thresholds are one table that
-the report and the README both read, it renders kept results, and its profiler finds our packages
-wherever the checkout is. Nothing here measures performance."""
+the report and the README both read, it renders kept results, its text echo answers with exactly our
+texts, and its profiler finds our packages wherever the checkout is. Nothing here measures performance."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import goals, profiles, readme, report
+from bench import goals, profiles, readme, report, text_echo_app
+from bench.common import record, workload_scenarios
+from bench.echo_app import EchoAction
 from bench.run_all import LAST_RUN, load_results
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -75,11 +77,14 @@ def test_a_threshold_changed_in_the_goals_table_changes_report_readme_and_notes(
 
 def test_a_part_that_did_not_run_leaves_its_goals_and_sections_out(results):
     partial = copy.deepcopy(results)
-    for piece in ("variants", "soak", "timers", "profile", "profile_echo"):
+    for piece in ("variants", "workers", "soak", "timers", "profile", "profile_text_echo"):
         partial["server"].pop(piece)
     text = report.render(partial)
     assert "### What-ifs" not in text and "Soak:" not in text and "### Server step" not in text
-    assert f"Not measured in this run: {goals.GOALS['soak_flat'].what}." in text
+    assert "### Workers" not in text
+    not_measured = [goals.GOALS[k].what for k in ("server_throughput_64_plain", "server_p99_64_plain",
+                                                   "workers_2_over_1", "soak_flat")]
+    assert f"Not measured in this run: {'; '.join(not_measured)}." in text
     assert goals.GOALS["soak_flat"].what not in readme.block(partial).split("Not measured")[0]
 
 
@@ -88,10 +93,10 @@ def test_a_column_nothing_measured_is_not_printed(results):
     for row in partial["server"]["variants"]["table"]:
         for key in [k for k in row if "full_gc" in k]:
             del row[key]
-    partial["server"].pop("profile_echo")
+    partial["server"].pop("profile_text_echo")
     text = report.render(partial)
-    assert "full GCs ours / echo" not in text and "echo share %" not in text
-    assert "full GCs ours / echo" in report.render(results)
+    assert "| full GCs |" not in text and "text echo share %" not in text
+    assert "| full GCs |" in report.render(results) and "text echo share %" in report.render(results)
 
 
 def test_the_readme_block_is_replaced_between_its_markers_only(results, tmp_path):
@@ -127,3 +132,82 @@ def test_the_profiler_finds_our_packages_by_where_they_are_not_by_folder_name(mo
         assert profiles.category(here, "create_app") == "other"
     finally:
         profiles._own_package.cache_clear()
+
+
+# ------------------------------------------------------------------ the text echo
+
+@pytest.fixture(scope="module")
+def episodes() -> list[dict]:
+    return record("rule", workload_scenarios(1)[:4])
+
+
+def test_the_text_echo_answers_every_reset_and_step_with_exactly_our_servers_text(episodes, tmp_path):
+    from client.models import ReleaseOpsAction
+    from server.releaseops_environment import ReleaseOpsEnvironment
+
+    path = tmp_path / "texts.json"
+    text_echo_app.write_texts(episodes, path)
+    echo, ours = text_echo_app.TextEchoEnvironment(text_echo_app.load_texts(str(path))), ReleaseOpsEnvironment()
+    steps = 0
+    for ep in episodes:
+        assert echo.reset(**ep["scenario"]).text == ours.reset(**ep["scenario"]).text
+        for tool, args in ep["calls"]:
+            mine = ours.step(ReleaseOpsAction(tool_name=tool, arguments=args)).text
+            assert echo.step(EchoAction(tool_name=tool, arguments=args)).text == mine
+            steps += 1
+    assert steps > len(episodes)  # the episodes really played, invalid calls' error texts included
+
+
+def test_the_text_echo_refuses_an_unknown_scenario_and_a_missing_texts_file(episodes):
+    echo = text_echo_app.TextEchoEnvironment(text_echo_app.texts_of(episodes))
+    with pytest.raises(ValueError, match="no recorded texts for scenario"):
+        echo.reset(family="nope", seed=1, difficulty="easy")
+    with pytest.raises(SystemExit, match=text_echo_app.TEXTS_ENV):
+        text_echo_app.load_texts(None)
+
+
+# ------------------------------------------------------------------ goals and rendering
+
+def test_the_goal_table_judges_ours_against_the_text_echo_and_the_workers():
+    whats = {k: g.what for k, g in goals.GOALS.items()}
+    for key in ("server_throughput_64", "server_p99_64", "server_throughput_64_plain", "server_p99_64_plain",
+                "server_cpu_minus_echo", "reply_bytes_median", "reply_bytes_p99", "workers_2_over_1"):
+        assert key in whats
+    assert "text echo" in whats["server_throughput_64"] and "text echo" in whats["server_p99_64"]
+    assert goals.GOALS["workers_2_over_1"].limit == 1.3 and goals.GOALS["workers_2_over_1"].op == ">="
+
+
+def _synthetic(results: dict, echo_us: float, ours_minus: float) -> dict:
+    fake = copy.deepcopy(results)
+    row = goals.at_64(fake)
+    row["text_echo_server_cpu_us_per_step"], row["cpu_us_minus_text_echo"] = echo_us, ours_minus
+    return fake
+
+
+def test_the_cpu_goal_is_the_throughput_goals_budget_over_the_text_echo(results):
+    g = goals.GOALS["server_cpu_minus_echo"]
+    fake = _synthetic(results, 170.0, 29.0)
+    assert g.threshold(fake) == pytest.approx(170.0 / 0.85 - 170.0)
+    assert g.met(fake) and not g.met(_synthetic(results, 170.0, 31.0))
+
+
+def test_the_plain_goals_read_the_what_if_whose_client_offered_no_compression(results):
+    rows = results["server"]["variants"]["table"]
+    assert goals.plain_64(results) is next(r for r in rows if r["compression"] is None)
+    assert next(r for r in rows if r["compression"] is None)["extensions"] == [None]  # the server honoured it
+
+
+def test_the_report_shows_the_workers_cpu_split(results):
+    text = report.render(results)
+    wk = results["server"]["workers"]
+    two = {row["workers"]: row for row in wk["table"]}[2]
+    assert "### Workers at 64 sessions" in text
+    assert f"2 workers / 1: **{wk['speedup']:.2f}x**" in text
+    assert len(two["server_cpu_by_process"]) >= 2  # the supervisor and the workers, each measured
+    assert " + ".join(f"{c:,.2f}" for c in two["server_cpu_by_process"]) in text
+    what = goals.GOALS["workers_2_over_1"].what
+    for speedup, verdict in ((1.31, "**met**"), (1.29, "**not met**")):
+        fake = copy.deepcopy(results)
+        fake["server"]["workers"]["speedup"] = speedup
+        row = next(line for line in report.render(fake).splitlines() if line.startswith(f"| {what} |"))
+        assert f"| {speedup:.2f}x (" in row and row.endswith(f"| {verdict} |")
