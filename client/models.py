@@ -43,6 +43,8 @@ class ReleaseOpsState(State):
     review_budget_remaining: Optional[int] = Field(default=None, description="Review budget left.")
     board: dict[str, Any] = Field(default_factory=dict,
                                   description="The whole public board now, as JSON: the reset text, kept current.")
+    audit: list[dict[str, Any]] = Field(default_factory=list,
+                                        description="Every call of the episode (Episode.audit), once it is over.")
     episode_return: float = Field(default=0.0, description="Sum of rewards so far.")
     done: bool = Field(default=False, description="Whether the episode has ended.")
     outcome: Optional[str] = Field(default=None, description="Terminal outcome once done.")

@@ -141,9 +141,10 @@ class ReleaseOpsEnvironment(Environment):
         ep = self._episode
         metadata: dict[str, Any] = {}
         if ep.done:
-            # The truth may be told once the episode is over.
-            metadata = {"metrics": ep.metrics(), "reward_breakdown": self.rubric.breakdown(), "audit": ep.audit,
-                        "scenario": ep.config}
+            # The truth may be told once the episode is over. Kept small: OpenEnv 0.10
+            # serializes metadata twice (inside the observation and beside it), so the
+            # audit trail, a repeat of the episode's replies, is offered in `state`.
+            metadata = {"metrics": ep.metrics(), "reward_breakdown": self.rubric.breakdown(), "scenario": ep.config}
         # No board here: `text` is what the model sees, and the structured board is
         # offered on request in `state`, so no reply carries the same data twice.
         return ReleaseOpsObservation(text=text, error=error, outcome=ep.outcome,
@@ -161,7 +162,7 @@ class ReleaseOpsEnvironment(Environment):
         config = ep.config if ep.done or not self._picked_by_server else {"difficulty": ep.config["difficulty"]}
         return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps, **config,
                                phase=catalog.PHASES[ep.world.stage], review_budget_remaining=ep.world.budget_left,
-                               board=ep.board(),
+                               board=ep.board(), audit=ep.audit if ep.done else [],
                                episode_return=ep.episode_return, done=ep.done, outcome=ep.outcome)
 
     def get_metadata(self) -> EnvironmentMetadata:

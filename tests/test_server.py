@@ -196,9 +196,12 @@ def test_replies_carry_the_text_once_and_state_offers_the_current_board(live_ser
                     episode.step(tool, args)
                     observation = reply["data"]["observation"]
                     assert "board" not in observation
+                    state = await send(ws, {"type": "state"})
+                    assert state["data"]["board"] == json.loads(json.dumps(episode.board()))
                     if not reply["data"]["done"]:
-                        assert observation["metadata"] == {}
-                        state = await send(ws, {"type": "state"})
-                        assert state["data"]["board"] == json.loads(json.dumps(episode.board()))
+                        assert observation["metadata"] == {} and state["data"]["audit"] == []
+                # Once over: the final reply's metadata is small, the audit trail comes on request.
+                assert set(reply["data"]["metadata"]) == {"metrics", "reward_breakdown", "scenario"}
+                assert state["data"]["audit"] == json.loads(json.dumps(episode.audit))
 
     asyncio.run(main())
