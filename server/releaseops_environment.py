@@ -93,7 +93,7 @@ class ReleaseOpsEnvironment(Environment):
             kwargs["seed"] = seed
         # Raises ValueError / IndexError naming the valid values.
         self._episode, self._picked_by_server = start_episode(kwargs, TASKS)
-        self.rubric(None, self._episode.reward_counters())
+        self.rubric.reset()
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
         return ReleaseOpsObservation(text=self._episode.initial_observation, done=False, reward=0.0)
 
@@ -134,7 +134,8 @@ class ReleaseOpsEnvironment(Environment):
         except EpisodeOver as exc:
             return self._observation(str(exc), 0.0, error=str(exc))
         self._steps += 1
-        self.rubric(action, ep.reward_counters())
+        if ep.done:  # scored once, at the end: a call through the tree costs more than the engine's step
+            self.rubric(action, ep.reward_counters())
         return self._observation(result.text, result.reward, error=result.error)
 
     def _observation(self, text: str, reward: float, error: str | None) -> ReleaseOpsObservation:

@@ -6,9 +6,10 @@
     ├── invalid_calls           -0.25 per invalid call
     └── discoveries             +0.2 per latent violation revealed (paid at the end)
 
-The rubric scores an episode's public reward counters (`Episode.reward_counters()`)
-after each call, so `last_score` of every node is the episode's total of that part
-so far; the engine's step rewards are the differences. The arithmetic is the
+The server scores an episode's public reward counters (`Episode.reward_counters()`)
+once, when it ends, so each node's `last_score` is the episode's total of that
+part (None while an episode runs); the engine's step rewards add up to the same
+totals, and each audit entry carries its step's share (`reward_parts`). The arithmetic is the
 engine's (`rewards.PARTS`): this module only gives it OpenEnv's shape.
 (OpenEnv's `WeightedSum` needs weights summing to 1; the parts add with weight 1.)
 """
@@ -45,5 +46,10 @@ class EpisodeReturn(Rubric):
         return round(sum(child(action, counters) for child in self.children()), 6)
 
     def breakdown(self) -> dict[str, float]:
-        """Each part's `last_score`: the per-part totals of the last scored call."""
+        """Each part's `last_score`: the per-part totals of the last scored episode."""
         return {name: child.last_score for name, child in self.named_children()}
+
+    def reset(self) -> None:
+        """Forget the last episode's scores (a new one starts)."""
+        for rubric in (self, *self.rubrics()):
+            object.__setattr__(rubric, "last_score", None)
