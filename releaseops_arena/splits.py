@@ -83,6 +83,11 @@ class ReleaseTasks:
     def __init__(self, secret: str = ""):
         self._secret = secret
 
+    @property
+    def private(self) -> bool:
+        """Whether the evaluation splits are salted with a secret (else the public draw)."""
+        return bool(self._secret)
+
     def list_splits(self) -> list[dict]:
         return [{"name": name, "type": "train" if name == "train" else "test", "num_tasks": TASKS_PER_SPLIT,
                  "description": SPLIT_DESCRIPTIONS[name]} for name in SPLITS]

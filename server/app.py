@@ -26,7 +26,7 @@ from releaseops_arena.tools import tool_schemas
 
 from .frame_guard import FrameGuard
 from .web_app import build_release_board, drop_shared_playground
-from .releaseops_environment import (EVAL_SECRET_ENV, ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation,
+from .releaseops_environment import (TASKS, ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation,
                                      ReleaseOpsState)
 
 MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))  # per worker process
@@ -79,7 +79,7 @@ def metadata() -> dict:
         "tools": tool_schemas(),
         "reward": rewards.table(),
         # Whether the evaluation splits are the public draw or salted with an operator secret.
-        "evaluation_draw": "private" if os.environ.get(EVAL_SECRET_ENV) else "public",
+        "evaluation_draw": "private" if TASKS.private else "public",
         "max_concurrent_envs": MAX_CONCURRENT_ENVS,  # of the worker that answered
         "workers": WORKERS,
         "session_idle_timeout_s": SESSION_IDLE_TIMEOUT_S,

@@ -32,8 +32,7 @@ TASK_KEYS = ("split", "index", "token")
 # The operator's evaluation secret (unset: the public draw). It salts the worlds
 # of the evaluation splits' tasks, so that nobody holding this source can rebuild
 # a task from its first board (README, "Tasks and the evaluation secret").
-EVAL_SECRET_ENV = SECRET_ENV
-TASKS = ReleaseTasks(secret=os.environ.get(EVAL_SECRET_ENV, ""))
+TASKS = ReleaseTasks(secret=os.environ.get(SECRET_ENV, ""))
 
 
 class TaskRequestError(HTTPException, ValueError):
