@@ -164,7 +164,10 @@ class RemoteSession:
         return frame.get("data") or {}
 
 
-CAPACITY_RETRIES = 8  # refusals in a row before a reset reports CapacityError
+# Refusals in a row before a reset reports CapacityError. The kernel's choice of worker
+# is biased (a full worker refuses at once and is idle again first), so one retry is
+# not a coin flip: a CI run saw 8 refusals in a row with the other worker free.
+CAPACITY_RETRIES = 40
 
 
 class ReconnectingSession:
@@ -207,7 +210,7 @@ class ReconnectingSession:
                     # another has room, so a refusal is retried on a fresh connection.
                     full += 1
                     if full < CAPACITY_RETRIES:
-                        time.sleep(0.05 * full)
+                        time.sleep(min(0.02 * full, 0.2))
                         continue
                     raise CapacityError(f"{self.base_url} is at capacity ({exc.message}); raise "
                                         "MAX_CONCURRENT_ENVS or add replicas (see check_capacity)") from None
