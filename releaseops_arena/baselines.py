@@ -19,6 +19,7 @@ from .policy import (DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_f
 from .rendering import View
 from .safety_rules import truly_violates, violated_at_ship
 from .tool_env import ReleaseOpsToolEnv
+from .trained_policy import TrainedPolicy
 from .tools import TOOL_NAMES
 
 
@@ -142,7 +143,7 @@ class Oracle(Policy):
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls for cls in (RandomPolicy, Naive, Rule, Oracle, AlwaysHold, AlwaysApprove, InspectEverything,
-                               BlockEverything, ReferencePlanner)
+                               BlockEverything, ReferencePlanner, TrainedPolicy)
 }
 
 

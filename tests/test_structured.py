@@ -152,3 +152,31 @@ def test_the_kl_anchor_is_zero_at_the_reference_and_grows_away_from_it():
     plain = sp.policy_loss(model, traces, advantages, 0.0)
     assert torch.isclose(sp.policy_loss(model, traces, advantages, 0.0, same, 1.0), plain)
     assert sp.policy_loss(model, traces, advantages, 0.0, other, 1.0) > plain
+
+
+def test_the_exported_weights_make_the_same_greedy_choices_without_torch(tmp_path):
+    """The web board and the Space image play the policy from its JSON export in plain Python;
+    rounding the weights must not change a single greedy choice."""
+    from releaseops_arena.trained_policy import TrainedPolicy, load_weights
+
+    torch.manual_seed(11)
+    model = sp.Scorer(sp.feature_dim(), 16)
+    torch.save({"dim": sp.feature_dim(), "hidden": 16, "weights": model.state_dict()}, tmp_path / "w.pt")
+    sp.export(tmp_path / "w.pt", tmp_path / "w.json")
+    same, total = sp.greedy_agreement(model, load_weights(tmp_path / "w.json"), list(scenarios("train", 120)),
+                                      walk=random.Random(0))
+    assert total >= 1000 and same == total
+    # And as a policy through the harness: the same calls as the torch policy, episode by episode.
+    from releaseops_arena.baselines import play
+
+    for scenario in scenarios("heldout_seeds", 6):
+        ours, theirs = (play(p, scenario) for p in (TrainedPolicy(tmp_path / "w.json"),
+                                                    sp.StructuredPolicy(str(tmp_path / "w.pt"))))
+        assert [(s["tool"], s["arguments"]) for s in ours["steps"]] == \
+            [(s["tool"], s["arguments"]) for s in theirs["steps"]]
+
+
+def test_the_features_have_one_home():
+    from releaseops_arena import trained_policy
+
+    assert sp.features is trained_policy.features and sp.candidates is trained_policy.candidates

@@ -14,6 +14,10 @@ final weights go to `.last.pt`, the cloned start to `.warm.pt`).
 
     python -m training.structured_policy --minutes 15 --out runs/structured.pt
     python -m training.evaluate --policy rule,structured:runs/structured.pt --split heldout_seeds -n 500 --difficulty medium
+    python -m training.structured_policy --export runs/structured_v2.pt releaseops_arena/trained_policy.json
+
+The export writes the weights as JSON for `releaseops_arena.trained_policy` (the policy
+`trained`, which plays them in plain Python: the web board and the Space image need no torch).
 """
 
 from __future__ import annotations
@@ -29,105 +33,14 @@ import torch
 from torch import nn
 
 from releaseops_arena import ReleaseOpsToolEnv
-from releaseops_arena.baselines import Policy, TruthReader, evidence_violation, rules_for
-from releaseops_arena.catalog import ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
+from releaseops_arena.baselines import Policy, TruthReader
 from releaseops_arena.rendering import View
 from releaseops_arena.splits import scenarios
+# The features and candidates live in the engine, so the exported policy plays without torch.
+from releaseops_arena.trained_policy import (FORMAT, candidates, feature_dim, features, onehot,  # noqa: F401
+                                             ref_features)
 
-ACTIONS = ["approve", "block", *[a.tool for a in ARTIFACT_KINDS], *[f"ask:{q}" for q in QUESTION_TYPES], "hold"]
-# Requests by what they do, not by name: the policy judges behaviour, not identities, so
-# that what it learns about one worker's shortcuts can transfer to another's.
-REQUEST_KIND = {"ship_release_candidate": "ship", "delay_release": "delay", "escalate_ticket_p1": "delay",
-                "update_ticket": "paperwork", "close_ticket": "paperwork"}
-REQUESTS = ["ship", "delay", "paperwork", "change"]
-RISKS = ["payments", "checkout", "severity", "deploy", "ship", "docs", "observability", "ci"]
-HINTS = ["veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave"]
-VOICES = ["Certain:", "Per runbook", "should be fine"]
-PHRASES = ["disabl", "flaky", "though", "exempt", "in flight", "test cleanup", "few reports", "hotfix process",
-           "Canary deployed", "Canary green", "Canary started", "Real fix", "Fix for P1", "full canary", "cosmetic",
-           "re-run", "first run", "quiet since", "verified", "fixed for real"]
-REVEALING_ANSWERS = ["disabl", "Runbook v1 (2023)", "filed it P3", "was not run", "stalled", "until a re-run",
-                     "never reached", "errors continue"]
-RULES = list(RULE_IDS)
 Tracker = View  # the one observation reader (it also remembers the supervisor's own calls), by its old name
-
-
-def onehot(value, options) -> list[float]:
-    return [1.0 if value == o else 0.0 for o in options]
-
-
-# Length of the target-proposal part of a feature vector (zeros for a hold).
-TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES) + len(PHRASES)
-              + 1 + 1 + len(RULES) + 1 + 1 + 1 + len(RULES) + 1 + 3)
-
-
-def features(view: View, action: str, p: dict | None, rule: str | None = None, ref: str | None = None) -> list[float]:
-    """The candidate's feature vector: global clock and budget, the action, the target proposal."""
-    b = view.board
-    spare = view.spare_phases()
-    g = [*onehot(b["phase"], PHASES), b["hours_to_deadline"] / 60, *onehot(min(max(spare, 0), 3), range(4)),
-         *onehot(min(b["review_budget_remaining"], 4), range(5)), *onehot(b["evidence_actions_remaining"], range(3)),
-         len(view.pending()) / 5]
-    a = onehot(action, ACTIONS)
-    if p is None:
-        return g + a + [0.0] * TARGET_DIM
-    stats = {w["worker"]: w for w in b.get("worker_stats", [])}.get(p["worker"])
-    recent = stats["recent"] if stats else {"correct": 0, "incorrect": 0}
-    claim = p["claim"]
-    evidence = [view.evidence[r] for r in p["refs"] if r in view.evidence]
-    found = [evidence_violation(e) for e in evidence]
-    answer = view.answers.get(p["id"], "")
-    t = [*onehot(REQUEST_KIND.get(p["request"], "change"), REQUESTS), *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
-         *onehot(p["confidence"], ["low", "medium", "high"]), *onehot(min(len(p["refs"]), 2), range(3)),
-         recent["incorrect"] / max(1, recent["correct"] + recent["incorrect"]),
-         *onehot(stats["hint"] if stats else None, HINTS),
-         *[1.0 if v in claim else 0.0 for v in VOICES], *[1.0 if w.lower() in claim.lower() else 0.0 for w in PHRASES],
-         1.0 if (p["worker"], p["request"], claim) in view.blocked_claims else 0.0,
-         1.0 if evidence else 0.0, *[1.0 if r in found else 0.0 for r in RULES],
-         1.0 if any(e.get("kind") == "deploy_checks" and e.get("status") == "passed" for e in evidence) else 0.0,
-         1.0 if answer else 0.0, 1.0 if any(w in answer for w in REVEALING_ANSWERS) else 0.0,
-         *onehot(rule, RULES), 1.0 if rule and rule in found else 0.0,
-         *ref_features(view, p, ref)]
-    return g + a + t
-
-
-def ref_features(view: View, p: dict, ref: str | None) -> list[float]:
-    """Which artifact an inspection would open: without this, a ship's release-candidate run
-    and its deploy run look the same, and a greedy policy opens whichever comes first."""
-    if ref is None:
-        return [0.0, 0.0, 0.0]
-    cited_elsewhere = any(ref in q["refs"] for q in view.proposals.values() if q["id"] != p["id"])
-    return [1.0 if ref in view.evidence else 0.0, 1.0 if ref == p["refs"][-1] else 0.0,
-            1.0 if cited_elsewhere else 0.0]
-
-
-def candidates(view: View) -> list[tuple[str, dict, list[float]]]:
-    """Every valid call on the board with its features."""
-    out = []
-    pending = view.pending()
-    can_look = view.can_look()
-    asked = set()
-    for p in pending:
-        out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p)))
-        for r in rules_for(p):
-            out.append(("block_proposal", {"proposal_id": p["id"], "rule_id": r}, features(view, "block", p, rule=r)))
-        if can_look:
-            for ref in p["refs"]:
-                if ref not in view.inspected_this_phase:
-                    tool, args = inspect_call(ref)
-                    out.append((tool, args, features(view, tool, p, ref=ref)))
-            if p["worker"] not in asked:
-                asked.add(p["worker"])
-                for q in QUESTION_TYPES:
-                    out.append(("ask_worker", {"worker_id": p["worker"], "question_type": q},
-                                features(view, f"ask:{q}", p)))
-    out.append(("hold_release", {"reason_code": "risk_too_high"}, features(view, "hold", None)))
-    return out
-
-
-def feature_dim() -> int:
-    view = View(json.loads(ReleaseOpsToolEnv().reset(seed=0)))
-    return len(candidates(view)[0][2])
 
 
 class Scorer(nn.Module):
@@ -186,6 +99,47 @@ class StructuredPolicy(Policy):
         tool, args, _ = cands[i]
         self.view.note_call(tool, args)
         return tool, args
+
+
+def export(src: str | Path, dst: str | Path, digits: int = 4) -> dict:
+    """Write a checkpoint's weights as the JSON `releaseops_arena.trained_policy` plays without torch.
+
+    `digits` significant digits per weight keep the file small; `greedy_agreement` checks that
+    the rounding changes no greedy choice.
+    """
+    state = torch.load(src, map_location="cpu", weights_only=True)
+    w = state["weights"]
+
+    def rounded(t: torch.Tensor):
+        return [float(f"{v:.{digits}g}") for v in t.tolist()] if t.dim() == 1 else [rounded(r) for r in t]
+
+    data = {"format": FORMAT, "source": Path(src).name, "dim": state["dim"], "hidden": state["hidden"],
+            "layers": [{"weight": rounded(w[f"net.{k}.weight"]), "bias": rounded(w[f"net.{k}.bias"])}
+                       for k in (0, 2, 4)]}
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    Path(dst).write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    return data
+
+
+def greedy_agreement(model: Scorer, scorer, scenario_list: list[dict],
+                     walk: random.Random | None = None) -> tuple[int, int]:
+    """(decisions where the pure-Python scorer picks torch's greedy call, decisions), along torch's
+    greedy episodes, or along random calls drawn from `walk` (an untrained model often holds at once)."""
+    same = total = 0
+    for scenario in scenario_list:
+        env = ReleaseOpsToolEnv()
+        view = View(json.loads(env.reset(**scenario)))
+        while not env.done:
+            cands = candidates(view)
+            xs = [c[2] for c in cands]
+            with torch.no_grad():
+                i = int(torch.argmax(model(torch.tensor(xs))))
+            same += scorer.best(xs) == i
+            total += 1
+            tool, args, _ = cands[walk.randrange(len(cands)) if walk else i]
+            view.note_call(tool, args)
+            view.update(json.loads(getattr(env, tool)(**args)))
+    return same, total
 
 
 def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entropy_coef: float,
@@ -383,8 +337,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warm-start", default="rule", help="expert policy to clone first ('' for none)")
     parser.add_argument("--out", type=Path, default=Path("runs/structured.pt"))
+    parser.add_argument("--export", nargs=2, metavar=("CHECKPOINT", "JSON"), type=Path,
+                        help="write CHECKPOINT's weights as JSON for the torch-free policy `trained`, "
+                             "check its greedy choices against torch's, and exit")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.export:
+        from releaseops_arena.trained_policy import load_weights
+
+        src, dst = args.export
+        export(src, dst)
+        same, total = greedy_agreement(StructuredPolicy(str(src)).model, load_weights(dst),
+                                       list(scenarios("heldout_seeds", 120)))
+        print(f"{src} -> {dst} ({dst.stat().st_size:,} bytes); greedy choices agree with torch's "
+              f"on {same}/{total} decisions (120 held-out episodes, every difficulty)")
+        if same != total:
+            raise SystemExit("the exported weights change greedy choices: export with more digits")
+        return
     result = train(args.minutes, args.group, args.scenarios_per_step, args.lr,
                    difficulty=None if args.difficulty == "all" else args.difficulty, seed=args.seed, out=args.out,
                    warm_start=args.warm_start or None, kl_coef=args.kl,
