@@ -135,7 +135,7 @@ class Episode:
         c = self.counters
         c.tool_calls += 1
         phase, rnd = catalog.PHASES[self.world.stage], self.world.round
-        spent_before, parts_before = c.budget_used, rewards.breakdown(self.reward_counters())
+        spent_before, invalid_before = c.budget_used, c.invalid_actions
         try:
             args = self._validate(tool_name, arguments)
             result = getattr(self, "_" + tool_name)(**args)
@@ -158,17 +158,19 @@ class Episode:
             "step": c.tool_calls, "phase": phase, "round": rnd,
             "tool": tool_name[:MAX_ARG_CHARS] if type(tool_name) is str else _short(tool_name),
             "arguments": _audit_args(arguments), "budget_cost": c.budget_used - spent_before,
-            "reward": round(reward, 6), "reward_parts": self._parts_since(parts_before),
+            "reward": round(reward, 6), "reward_parts": self._parts_since(spent_before, invalid_before),
             "result": None if error else text, "error": error,
             "terminal": self.terminal_reason if self.done else None,
             "truncated": self.truncated if self.done else None,
         })
         return StepResult(text, round(reward, 6), self.done, error, self.outcome, self.terminated, self.truncated)
 
-    def _parts_since(self, before: dict) -> dict[str, float]:
-        """This step's reward by part (the audit's `reward_parts`; they sum to its `reward`)."""
-        now = rewards.breakdown(self.reward_counters())
-        return {name: round(now[name] - before[name], 6) for name in now}
+    def _parts_since(self, spent_before: int, invalid_before: int) -> dict[str, float]:
+        """This step's reward by part (the audit's `reward_parts`; they sum to its `reward`). Every
+        step before the last has no outcome and pays no discovery (both come with the terminal reward)."""
+        c = self.counters
+        return rewards.step_parts(c.budget_used - spent_before, c.invalid_actions - invalid_before,
+                                  self.outcome if self.done else None, len(c.discovered) if self.done else 0)
 
     @property
     def terminated(self) -> bool:
@@ -183,12 +185,12 @@ class Episode:
         as a missed deadline (with any discovery bonus earned). The one definition of that penalty."""
         if self.done:
             raise EpisodeOver(f"episode is over ({self.outcome}); call reset() to start a new one")
-        parts_before = rewards.breakdown(self.reward_counters())
+        spent_before, invalid_before = self.counters.budget_used, self.counters.invalid_actions
         reward = self._finish("missed_deadline", "abandoned")
         self.episode_return = round(self.episode_return + reward, 6)
         self.audit.append({"step": self.counters.tool_calls, "phase": catalog.PHASES[self.world.stage],
                            "round": self.world.round, "tool": None, "arguments": {}, "budget_cost": 0,
-                           "reward": reward, "reward_parts": self._parts_since(parts_before), "result": None,
+                           "reward": reward, "reward_parts": self._parts_since(spent_before, invalid_before), "result": None,
                            "error": None, "terminal": "abandoned", "truncated": True})
         return StepResult("", reward, True, None, self.outcome, False, True)
 

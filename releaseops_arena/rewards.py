@@ -54,7 +54,22 @@ PARTS = {
 
 def breakdown(counters: dict) -> dict[str, float]:
     """The return so far by part, from an episode's `reward_counters()`."""
-    return {name: round(part(counters), 6) for name, part in PARTS.items()}
+    return {name: round(part(counters), 6) + 0.0 for name, part in PARTS.items()}  # + 0.0: no -0.0
+
+
+_STEP_PARTS: dict[tuple, dict[str, float]] = {}
+
+
+def step_parts(budget_spent: int, invalid: int, outcome: str | None, discoveries_paid: int) -> dict[str, float]:
+    """One step's reward by part (an audit entry's `reward_parts`): the parts are linear in their
+    counts, so a step's parts are PARTS over the step's own counts. A fresh dict from a small cache:
+    a step has few possible shapes, and this runs on every call."""
+    key = (budget_spent, invalid, outcome, discoveries_paid)
+    parts = _STEP_PARTS.get(key)
+    if parts is None:
+        parts = _STEP_PARTS[key] = breakdown({"outcome": outcome, "budget_used": budget_spent,
+                                              "invalid_actions": invalid, "discoveries_paid": discoveries_paid})
+    return dict(parts)
 
 # The largest single step reward: the terminal step of a safe ship pays every
 # discovery bonus at once (their budget costs fell on earlier steps), so a step

@@ -10,6 +10,8 @@ is a shortcut. Only inspection does.
 from __future__ import annotations
 
 import random
+from bisect import bisect
+from itertools import accumulate
 
 from .world import WorkerCard
 
@@ -89,8 +91,22 @@ ANSWERS: dict[str, tuple[tuple[str, float, float], ...]] = {
 HARD_ANSWER_FLATTEN = 0.5
 
 
+# Cumulative weights by weight tuple: the tables are few and fixed, and
+# `random.choices` would rebuild them on every draw (the hot spot of a phase change).
+_CUMULATIVE: dict[tuple, tuple[list[float], float]] = {}
+
+
 def pick(rng: random.Random, options, weights):
-    return rng.choices(options, weights=weights, k=1)[0]
+    """`rng.choices(options, weights=weights, k=1)[0]`, draw for draw (the same float and bisect)."""
+    key = tuple(weights)
+    cum = _CUMULATIVE.get(key)
+    if cum is None:
+        acc = list(accumulate(key))
+        if len(acc) != len(options) or not acc[-1] > 0.0:
+            raise ValueError(f"{len(options)} options need as many positive weights, got {key}")
+        cum = _CUMULATIVE[key] = (acc, acc[-1] + 0.0)
+    acc, total = cum
+    return options[bisect(acc, rng.random() * total, 0, len(acc) - 1)]
 
 
 def make_worker(name: str, archetype: str, rng: random.Random) -> WorkerCard:
