@@ -1,24 +1,90 @@
-"""The learnability report's behaviour examples: the demo seeds, then the first scenario
-per slice where the rule and the trained policy part (the first found, not the best)."""
+"""The learnability report's pieces: the verdicts per slice, the behaviour examples, and a
+re-render from runs already made (a tiny checkpoint, LM results in lm_learnability's format)."""
+
+import json
+
+import pytest
 
 from releaseops_arena.baselines import POLICIES, play
-from releaseops_arena.splits import scenarios
+from releaseops_arena.splits import task_scenario
+from training import learnability as lb
+from training import lm_learnability as lm
 from training import structured_policy as sp
-from training.learnability import PARTING, SLICES, behaviour
+from training.evaluate import run_episodes
 
 
-def test_behaviour_shows_the_demo_seeds_and_the_first_scenario_where_outcomes_differ(tmp_path):
-    path = tmp_path / "w.pt"
+def result(safe, ret, width=0.02):
+    return {"metrics": {"safe_ship": {"rate": safe, "ci95": [safe - width, safe + width]},
+                        "mean_return": {"mean": ret, "ci95": [ret - width, ret + width]}}}
+
+
+def test_checks_name_every_policy_not_beaten_and_the_share_of_the_gap_closed():
+    results = {"rule": result(0.60, 0.30), "planner": result(0.80, 0.50), "trained": result(0.75, 0.35)}
+    exploits = {"blind": result(0.40, -0.5), "blind_probe": result(0.74, 0.0)}
+    checks = lb.slice_checks(results, exploits)
+    assert checks["safe_ship"] == {"above_rule": True, "exploits_not_beaten": ["blind_probe"],
+                                   "best_exploit": "blind_probe", "gap_closed": 0.75}
+    assert checks["mean_return"]["above_rule"] is True and checks["mean_return"]["gap_closed"] == 0.25
+    # A planner no better than the rule leaves no gap to close.
+    assert lb.slice_checks({**results, "planner": result(0.60, 0.20)}, {})["safe_ship"]["gap_closed"] is None
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sp") / "w.pt"
     sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=2, seed=1, warm_start="rule", warm_episodes=16,
              validate_every=0, out=path)
-    examples = behaviour("trained", lambda: sp.StructuredPolicy(str(path)), search=20)
-    assert {"Seed A: intervention matters", "Seed B: restraint matters"} <= set(examples)
-    for split, difficulty in SLICES:
-        outcomes = [(play(POLICIES["rule"](), s)["metrics"]["outcome"],
-                     play(sp.StructuredPolicy(str(path)), s)["metrics"]["outcome"])
-                    for s in scenarios(split, 20, difficulty)]
-        first = next(i for i, (a, b) in enumerate(outcomes) if a != b)  # with this seed both slices have one
-        example = examples[f"{split}: {PARTING}"]
-        assert example["scenario"]["seed"] == list(scenarios(split, 20, difficulty))[first]["seed"]
-        assert example["rule"]["outcome"] == outcomes[first][0] != example["trained"]["outcome"]
-        assert example["trained"]["calls"] and all("(" in c for c in example["trained"]["calls"])
+    return path
+
+
+def test_behaviour_shows_the_demo_seeds_before_and_after_and_the_first_task_where_outcomes_differ(checkpoint):
+    trained = lambda: sp.StructuredPolicy(str(checkpoint))  # noqa: E731
+    before = lambda: sp.StructuredPolicy(str(checkpoint.with_suffix(".warm.pt")))  # noqa: E731
+    examples = lb.behaviour(trained, before, search=20)
+    for seed in ("Seed A: intervention matters", "Seed B: restraint matters"):
+        assert {"rule", "before training", "after training"} <= set(examples[seed])
+    partings = {k: v for k, v in examples.items() if lb.PARTING in k}
+    assert partings, "a freshly cloned policy parts from the rule somewhere in 20 tasks per slice"
+    for title, example in partings.items():
+        name, index = title.split(":")[0], int(title.rsplit("task ", 1)[1].rstrip(")"))
+        split, difficulty = name.split("/")
+        assert example["scenario"] == task_scenario(split, index, difficulty)
+        assert example["rule"]["outcome"] != example["after training"]["outcome"]
+        for i in range(index):  # the first such task, not the best
+            s = task_scenario(split, i, difficulty)
+            assert play(POLICIES["rule"](), s)["metrics"]["outcome"] == play(trained(), s)["metrics"]["outcome"]
+        assert all("(" in c for c in example["after training"]["calls"])
+
+
+def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(checkpoint, tmp_path):
+    calibration = json.loads(open("results/calibration.json").read())
+    calibration["n"] = 4  # the stored intervals stand in for a 4-task calibration
+    (tmp_path / "cal.json").write_text(json.dumps(calibration))
+    episodes = [runs[0] for runs in run_episodes("rule", [task_scenario("heldout_seeds", i, "easy") for i in range(4)],
+                                                  progress=False)]
+    before = after = lm.summary(episodes)
+    lm_results = {"config": {"minutes": 1, "seed": 0, "n_eval": 4, "split": "heldout_seeds", "difficulty": "easy",
+                             "model": {"hidden": 8, "layers": 1, "vocab": 10, "parameters": 100},
+                             "warm_start": {"policy": "oracle", "episodes": 2}, "grpo": {"num_generations": 2, "lr": 1}},
+                  "stages": {"total": 1.0}, "sft": {}, "grpo": {"steps": 1, "curve": [[1, 0.1], [2, 0.3]]},
+                  "eval": {"warm start (SFT)": before, "SFT + GRPO": after}, **lm.verdict(before, after),
+                  "variants": []}
+    (tmp_path / "lm.json").write_text(json.dumps(lm_results))
+    docs, out = tmp_path / "docs", tmp_path / "learnability.json"
+    lb.main(["--structured-checkpoint", str(checkpoint), "--lm-results", str(tmp_path / "lm.json"), "-n", "4",
+             "--search", "3", "--calibration", str(tmp_path / "cal.json"), "--docs", str(docs), "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert set(data["structured"]["slices"]) == {f"{s}/{d}" for s, d in lb.SLICES}
+    part = data["structured"]["slices"]["unseen_family/hard"]
+    assert {"rule", "planner", "warm start", "trained"} == set(part["results"])
+    assert set(part["exploits"]) == set(lb.EXPLOITS)
+    text = (docs / "learnability.md").read_text()
+    assert "Read from" in text and "evaluated by this command" in text
+    for png in ("structured_curve", "bars_heldout_seeds", "bars_unseen_family", "lm_curve"):
+        assert (docs / f"learnability_{png}.png").stat().st_size > 1000, png
+
+
+def test_a_task_count_other_than_the_calibrations_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        lb.main(["--structured-checkpoint", "runs/none.pt", "--lm-minutes", "0", "-n", "7"])
+    assert "must come from the same tasks" in capsys.readouterr().err

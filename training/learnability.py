@@ -1,18 +1,34 @@
-"""Learnability evidence: train on `train`, evaluate on held-out seeds and the unseen family.
+"""Learnability on v2: one command trains, evaluates and writes the report.
 
-    python -m training.learnability --minutes 15 --lm-minutes 10 -n 500 --lm-n 60
+    python -m training.learnability                       # trains both (about 60 minutes on 2 cores)
+    python -m training.learnability --structured-checkpoint runs/structured.pt \\
+        --lm-results results/lm_learnability.json           # re-render from runs already made
 
-1. A structured policy (training/structured_policy.py): behaviour-cloned from
-   the rule baseline, then trained with group-relative policy gradients.
-2. A tiny language model (training/tiny_model.py) with TRL: supervised warm
-   start on rule episodes, then GRPO with `environment_factory`.
-Writes results/learnability.json, docs/learnability.md and charts under docs/.
+1. The structured policy (`training/structured_policy.py`, train split only):
+   trained here with `RECIPE`, or an earlier checkpoint read with
+   `--structured-checkpoint` (its `.json` summary has the learning curve, its
+   `.warm.pt` the cloned start). It plays the first `n` tasks of every
+   evaluation slice, medium and hard, beside the rule and the reference
+   planner (played here on the same tasks) and the exploit suite (read from
+   results/calibration.json, `python -m training.calibrate`, the same tasks).
+2. The language model (`training/lm_learnability.py`): run in a second process
+   while the structured policy trains (each takes one core), or read from
+   `--lm-results`.
+
+Writes docs/learnability.md, results/learnability.json, docs/learnability_*.png
+(the learning curves and the design's four bars: rule, trained, planner) and
+the behaviour examples (Seed A, Seed B before and after training, and the first
+task per slice where the trained policy and the rule end differently).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
+import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,61 +38,94 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from releaseops_arena.baselines import POLICIES, play  # noqa: E402
-from releaseops_arena.splits import scenarios  # noqa: E402
+from releaseops_arena.splits import EVALUATION_SPLITS, task_scenario  # noqa: E402
 
 from .evaluate import add_rule_win, evaluate, markdown  # noqa: E402
 from .make_demo import build as build_demo  # noqa: E402
 from .plot_metrics import plot  # noqa: E402
 
-SLICES = [("heldout_seeds", "medium"), ("unseen_family", "medium")]
-PARTING = "the first scenario where the outcomes differ"  # heading of a behaviour example, after the slice
+SLICES = [(split, d) for d in ("medium", "hard") for split in EVALUATION_SPLITS]
+# Every policy that tries to win without supervising (calibration.json names them so).
+EXPLOITS = ("blind", "blind_probe", "cue_only", "naive", "always_hold", "always_approve", "inspect_everything",
+            "block_everything", "random")
+COMPARED = ("safe_ship", "mean_return")
+# The structured policy's training when this command trains it (structured_policy.train's arguments).
+RECIPE = {"minutes": 24.0, "difficulty": None, "warm_start": "planner", "warm_episodes": 3000, "warm_epochs": 6,
+          "kl_coef": 0.05, "entropy_coef": 0.01, "lr": 1e-3, "group": 8, "scenarios_per_step": 16,
+          "validate_every": 50, "validation_episodes": 500}
+PARTING = "first task where trained and rule end differently"
+BARS_SLICES = ("heldout_seeds/medium", "unseen_family/medium")
 
 
-def evaluate_slices(policies: dict[str, str], n: int, workers: int) -> dict:
-    """{slice: {label: result}} with the paired rule win rate."""
+def value(metric: dict) -> float:
+    return metric["rate"] if "rate" in metric else metric["mean"]
+
+
+def above(a: dict, b: dict, key: str) -> bool:
+    """True when a's 95% interval lies wholly above b's."""
+    return a["metrics"][key]["ci95"][0] > b["metrics"][key]["ci95"][1]
+
+
+def slice_checks(results: dict, references: dict) -> dict:
+    """Per compared metric: above the rule, the exploits not beaten, the share of the rule-planner gap closed."""
+    trained, rule, planner = results["trained"], results["rule"], results["planner"]
     out = {}
-    for split, difficulty in SLICES:
-        rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
-        add_rule_win(rule, rule)
-        results = {"rule": rule}
-        for label, name in policies.items():
-            res = evaluate(name, split, n, difficulty, workers=workers, baseline=rule, progress=False)
-            res["policy"] = label
-            results[label] = res
-        out[f"{split}/{difficulty}"] = results
+    for key in COMPARED:
+        gap = value(planner["metrics"][key]) - value(rule["metrics"][key])
+        closed = (value(trained["metrics"][key]) - value(rule["metrics"][key])) / gap if gap > 0 else None
+        out[key] = {"above_rule": above(trained, rule, key),
+                    "exploits_not_beaten": [e for e in EXPLOITS if e in references
+                                            and not above(trained, references[e], key)],
+                    "best_exploit": max(references, key=lambda e: value(references[e]["metrics"][key]), default=None),
+                    "gap_closed": None if closed is None else round(closed, 3)}
     return out
 
 
-def separated(a: dict, b: dict, key: str) -> bool:
-    """True when a's 95% interval lies wholly above b's."""
-    ci = "ci95"
-    return a["metrics"][key][ci][0] > b["metrics"][key][ci][1]
-
-
-def behaviour(policy_name: str, make_policy, search: int = 50) -> dict:
-    """Transcripts (calls only) of the rule and the trained policy on Seed A, Seed B and,
-    per evaluation slice, the first of `search` scenarios where their outcomes differ
-    (in either direction: the first found, not the best)."""
-    def transcripts(scenario: dict) -> dict:
-        calls = {}
-        for label, policy in (("rule", POLICIES["rule"]()), (policy_name, make_policy())):
-            run = play(policy, scenario)
-            calls[label] = {"outcome": run["metrics"]["outcome"], "return": run["return"],
-                            "calls": [f"{s['tool']}({', '.join(map(str, s['arguments'].values()))})"
-                                      for s in run["steps"]]}
-        return {"scenario": scenario, **calls}
-
-    out = {content["title"]: transcripts(content["scenario"]) for content in build_demo().values()}
+def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -> dict:
+    """{slice: {label: result}}: rule, planner, warm start and trained played here; exploits from calibration."""
+    out = {}
     for split, difficulty in SLICES:
-        for scenario in scenarios(split, search, difficulty):
-            t = transcripts(scenario)
-            if t["rule"]["outcome"] != t[policy_name]["outcome"]:
-                out[f"{split}: {PARTING}"] = t
+        name = f"{split}/{difficulty}"
+        rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
+        add_rule_win(rule, rule)
+        results = {"rule": rule}
+        for label, policy in (("planner", "planner"), ("warm start", f"structured:{checkpoint.with_suffix('.warm.pt')}"),
+                              ("trained", f"structured:{checkpoint}")):
+            results[label] = evaluate(policy, split, n, difficulty, workers=workers, baseline=rule, progress=False)
+            results[label]["policy"] = label
+        references = {e: {**calibration["slices"][name][e], "policy": e} for e in EXPLOITS}
+        out[name] = {"results": results, "exploits": references, "checks": slice_checks(results, references)}
+    return out
+
+
+def transcript(policy, scenario: dict) -> dict:
+    run = play(policy, scenario)
+    return {"outcome": run["metrics"]["outcome"], "return": round(run["return"], 3),
+            "budget_used": run["metrics"]["budget_used"],
+            "calls": [f"{s['tool']}({', '.join(map(str, s['arguments'].values()))})" for s in run["steps"]]}
+
+
+def behaviour(make_trained, make_before, search: int) -> dict:
+    """Seed A and Seed B (rule, before training, after), then per slice the first of `search`
+    evaluation tasks where the trained policy and the rule end differently (the first found, not the best)."""
+    out = {}
+    for content in build_demo().values():
+        s = content["scenario"]
+        out[content["title"]] = {"scenario": s, "rule": transcript(POLICIES["rule"](), s),
+                                 "before training": transcript(make_before(), s),
+                                 "after training": transcript(make_trained(), s)}
+    for split, difficulty in SLICES:
+        for i in range(search):
+            s = task_scenario(split, i, difficulty)
+            rule, trained = transcript(POLICIES["rule"](), s), transcript(make_trained(), s)
+            if rule["outcome"] != trained["outcome"]:
+                out[f"{split}/{difficulty}: {PARTING} (task {i})"] = {"scenario": s, "rule": rule,
+                                                                      "after training": trained}
                 break
     return out
 
 
-def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel: str,
+def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel: str, ylabel: str,
               validation: list[tuple[float, float]] | None = None, kept: float | None = None) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
     xs, ys = zip(*points) if points else ([], [])
@@ -89,156 +138,203 @@ def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel:
         ax.plot(*zip(*validation), marker=".", linewidth=1.5, label="greedy, validation seeds")
     if kept is not None:
         ax.axvline(kept, color="black", linestyle=":", linewidth=1, label=f"kept checkpoint (update {kept})")
-    if validation or kept is not None:
-        ax.legend(fontsize=7)
+    ax.legend(fontsize=7)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("mean episode return")
+    ax.set_ylabel(ylabel)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
 
 
-def structured_part(minutes: float, n: int, workers: int, runs: Path, docs: Path, reuse: bool = False) -> dict:
-    from .structured_policy import StructuredPolicy, train
+def train_structured(checkpoint: Path, minutes: float, seed: int) -> dict:
+    from .structured_policy import train
 
-    weights = runs / "structured.pt"
-    if reuse and weights.with_suffix(".json").exists():  # evaluate an earlier run again
-        result = json.loads(weights.with_suffix(".json").read_text())
-    else:
-        result = train(minutes=minutes, out=weights)
-    seconds = round(result["seconds"] + result.get("warm_start_seconds", 0.0), 1)
-    curve_png([(c["step"], c["mean_return"]) for c in result["curve"]], docs / "learnability_structured_curve.png",
-              "Structured policy: GRPO on the train split", "update step",
-              [(v["step"], v["mean_return"]) for v in result.get("validation", [])], result.get("best_step"))
-    policies = {"warm start (cloned rule)": f"structured:{weights.with_suffix('.warm.pt')}"}
-    if weights.with_suffix(".last.pt").exists():  # runs from before checkpoint selection have no separate last
-        policies["last update"] = f"structured:{weights.with_suffix('.last.pt')}"
-    policies["trained"] = f"structured:{weights}"
-    slices = evaluate_slices(policies, n, workers)
-    main = slices["heldout_seeds/medium"]
-    plot([main["rule"], main["trained"]], docs / "learnability_rule_vs_trained.png",
-         f"Rule baseline vs trained structured policy (held-out seeds, medium, {n} each)")
-    checks = {name: {key: separated(res["trained"], res["rule"], key) for key in ("mean_return", "safe_ship")}
-              for name, res in slices.items()}
-    recipe = {k: result.get(k) for k in ("group", "scenarios_per_step", "lr", "validate_every", "validation_episodes")}
-    return {"train_seconds": seconds, "update_steps": result["steps"], "kl_coef": result["kl_coef"], **recipe,
-            "best_step": result.get("best_step", result["steps"]), "curve": result["curve"],
-            "validation": result.get("validation", []),
-            "slices": slices, "beats_rule_with_separated_ci": checks,
-            "behaviour": behaviour("trained", lambda: StructuredPolicy(str(weights)))}
+    summary = train(**{**RECIPE, "minutes": minutes}, seed=seed, out=checkpoint)
+    summary.pop("model")
+    return summary
 
 
-def lm_part(minutes: float, n: int, runs: Path, docs: Path) -> dict:
-    from . import train_grpo
-    from .sft_warmup import warm_start
-    from .tiny_model import build
+def structured_part(checkpoint: Path, n: int, search: int, workers: int, docs: Path, calibration: dict) -> dict:
+    from .structured_policy import StructuredPolicy
 
-    t0 = time.monotonic()
-    base = build(runs / "tiny-base")
-    warm = warm_start(base, runs / "tiny-sft", policy="rule", episodes=48, epochs=6, difficulty="easy")
-    sft_seconds = round(time.monotonic() - t0, 1)
-    args = train_grpo.parser().parse_args([
-        "--model", str(runs / "tiny-sft"), "--cpu", "--steps", "100000", "--max-minutes", str(minutes),
-        "--num-generations", "8", "--batch-size", "8", "--max-completion-length", "1536", "--max-tool-calls", "16",
-        "--rows", "4096", "--difficulty", "easy", "--lr", "5e-5", "--output-dir", str(runs / "tiny-grpo")])
-    t1 = time.monotonic()
-    result = train_grpo.train(args)
-    grpo_seconds = round(time.monotonic() - t1, 1)
-    logs = [h for h in result["log_history"] if "reward" in h]
-    curve_png([(h["step"], h["reward"]) for h in logs], docs / "learnability_lm_curve.png",
-              "Tiny LM: GRPO reward on the train split (easy)", "GRPO step")
-    scored = {}
-    for label, name in (("warm start (SFT)", f"hf:{runs / 'tiny-sft'}"), ("SFT + GRPO", f"hf:{runs / 'tiny-grpo'}")):
-        res = evaluate(name, "heldout_seeds", n, "easy", progress=False)
-        res["policy"] = label
-        scored[label] = res
-    rule = evaluate("rule", "heldout_seeds", n, "easy", progress=False)
-    scored["rule"] = rule
-    return {"sft_seconds": sft_seconds, "sft_loss": [warm["losses"][0], warm["losses"][-1]],
-            "grpo_seconds": grpo_seconds, "grpo_steps": len(logs), "eval_episodes": n, "results": scored,
-            "grpo_improves_mean_return": scored["SFT + GRPO"]["metrics"]["mean_return"]["mean"]
-            > scored["warm start (SFT)"]["metrics"]["mean_return"]["mean"]}
+    summary = json.loads(checkpoint.with_suffix(".json").read_text())
+    curve_png([(c["step"], c["mean_return"]) for c in summary["curve"]], docs / "learnability_structured_curve.png",
+              "Structured policy: GRPO on the train split", "update step", "mean episode return",
+              [(v["step"], v["mean_return"]) for v in summary.get("validation", [])], summary.get("best_step"))
+    slices = evaluate_slices(checkpoint, n, workers, calibration)
+    for name in BARS_SLICES:
+        r = slices[name]["results"]
+        bars = [{**r["rule"], "policy": "rule"}, {**r["trained"], "policy": "trained"},
+                {**r["planner"], "policy": "reference planner"}]
+        plot(bars, docs / f"learnability_bars_{name.split('/')[0]}.png", f"{name}, {n} tasks each")
+    before, after = str(checkpoint.with_suffix(".warm.pt")), str(checkpoint)
+    examples = behaviour(lambda: StructuredPolicy(after), lambda: StructuredPolicy(before), search)
+    for part in slices.values():
+        for r in part["results"].values():
+            r.pop("episodes", None)
+    return {"checkpoint": str(checkpoint), "training": summary, "n": n, "slices": slices, "behaviour": examples}
 
 
-def report(data: dict, docs: Path) -> None:
+def start_lm(minutes: float, out_dir: Path, seed: int, n_eval: int, results: Path) -> subprocess.Popen:
+    """The LM experiment in its own process (it writes `results`); its log goes beside its checkpoints."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log = open(out_dir / "lm_learnability.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "training.lm_learnability", "--minutes", str(minutes),
+                             "--out", str(out_dir), "--seed", str(seed), "-n", str(n_eval), "--results", str(results)],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+
+def lm_curve(lm: dict, docs: Path) -> bool:
+    """The GRPO reward curve, if the LM results carry one ([step, reward] pairs or {step, reward} rows)."""
+    rows = (lm.get("grpo") or {}).get("curve") or []
+    points = [(r["step"], r["reward"]) if isinstance(r, dict) else tuple(r) for r in rows]
+    if points:
+        curve_png(points, docs / "learnability_lm_curve.png", "Language model: GRPO reward on the train split (easy)",
+                  "GRPO step", "mean reward")
+    return bool(points)
+
+
+def _pct(m: dict) -> str:
+    if m.get("rate") is None:
+        return "n/a"
+    return f"{100 * m['rate']:.1f} [{100 * m['ci95'][0]:.1f}, {100 * m['ci95'][1]:.1f}]"
+
+
+def _ret(m: dict) -> str:
+    return f"{m['mean']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"
+
+
+def summary_table(s: dict) -> str:
+    """One row per slice: safe ship and mean return of rule, trained, planner; the verdicts; the gap closed."""
+    lines = ["| slice | safe ship %: rule / trained / planner | mean return: rule / trained / planner | "
+             "above rule and every exploit (safe ship, return) | rule→planner gap closed (safe ship, return) | "
+             "trained: unsafe / missed / false blocks / P1 catch / budget % |", "|---|---|---|---|---|---|"]
+    for name, part in s["slices"].items():
+        r, c = part["results"], part["checks"]
+        m = r["trained"]["metrics"]
+        ok = ["yes" if v["above_rule"] and not v["exploits_not_beaten"] else
+              "no (" + ", ".join((["rule"] if not v["above_rule"] else []) + v["exploits_not_beaten"]) + ")"
+              for v in (c["safe_ship"], c["mean_return"])]
+        gaps = ["n/a" if c[k]["gap_closed"] is None else f"{c[k]['gap_closed']:.2f}" for k in COMPARED]
+        lines.append(
+            f"| {name} | {' / '.join(_pct(r[p]['metrics']['safe_ship']) for p in ('rule', 'trained', 'planner'))} | "
+            f"{' / '.join(_ret(r[p]['metrics']['mean_return']) for p in ('rule', 'trained', 'planner'))} | "
+            f"{ok[0]}, {ok[1]} | {gaps[0]}, {gaps[1]} | "
+            f"{100 * m['unsafe_ship']['rate']:.1f} / {100 * m['missed_deadline']['rate']:.1f} / "
+            f"{100 * (m['false_block']['rate'] or 0):.1f} / {100 * (m['p1_catch']['rate'] or 0):.1f} / "
+            f"{100 * m['budget_used']['rate']:.0f} |")
+    return "\n".join(lines)
+
+
+def structured_markdown(s: dict) -> list[str]:
     from .structured_policy import VALIDATION_START
 
+    t = s["training"]
+    lines = ["## Structured policy (RL over the public observation)", "",
+             f"Checkpoint `{s['checkpoint']}`. {s['provenance']}", "",
+             f"Behaviour-cloned from the {t['warm_start']} on {t['warm_episodes']} `train` episodes "
+             f"({t['warm_start_seconds']} s), then {t['steps']} GRPO-style updates ({t['scenarios_per_step']} scenarios "
+             f"x {t['group']} episodes, learning rate {t['lr']}, KL {t['kl_coef']} towards the cloned start) in "
+             f"{t['seconds']} s on one core, all difficulties. Every {t['validate_every']} updates the greedy policy "
+             f"played {t['validation_episodes']} validation scenarios (`train` seeds from {VALIDATION_START:,}, never "
+             f"trained on); \"trained\" is the best of those checkpoints (update {t['best_step']}), \"warm start\" the "
+             f"cloned start before any update. No held-out seed, family or mix was seen in training or selection.", "",
+             f"Each slice: the first {s['n']} tasks. Rule, planner, warm start and trained are played by this "
+             f"command; the exploit suite's intervals come from results/calibration.json (same tasks).", "",
+             summary_table(s), "",
+             "![learning curve](learnability_structured_curve.png)", ""]
+    lines += [f"![{name}: rule, trained, planner](learnability_bars_{name.split('/')[0]}.png)" for name in BARS_SLICES]
+    for name, part in s["slices"].items():
+        lines += ["", f"### {name}", "", markdown(list(part["results"].values())), ""]
+    lines += ["### Behaviour: the demo seeds before and after training, and where trained and rule part", ""]
+    for title, b in s["behaviour"].items():
+        lines += [f"**{title}** `{json.dumps(b['scenario'])}`", ""]
+        for label in ("rule", "before training", "after training"):
+            if label in b:
+                lines.append(f"- {label} ({b[label]['outcome']}, return {b[label]['return']:.2f}, budget used "
+                             f"{b[label]['budget_used']}): " + " → ".join(b[label]["calls"]))
+        lines.append("")
+    return lines
+
+
+def report(data: dict, docs: Path) -> str:
     lines = ["# Learnability", "", f"Generated by `{data['command']}` on {data['machine']}.", ""]
-    s = data.get("structured")
-    if s:
-        recipe = (f"{s['scenarios_per_step']} scenarios x {s['group']} episodes each, learning rate {s['lr']}, "
-                  if s.get("lr") else "")  # runs from before the recipe was recorded leave it out
-        selection = (f" Every {s['validate_every']} updates the greedy policy played {s['validation_episodes']} "
-                     f"validation scenarios (`train`-split seeds from {VALIDATION_START:,}, never trained on); "
-                     f"\"trained\" is the best of those checkpoints (update {s['best_step']}), \"last update\" the "
-                     f"final weights." if s.get("validation") else "")
-        lines += ["## Structured policy (RL over the public observation)", "",
-                  f"Behaviour-cloned from the rule baseline, then {s['update_steps']} GRPO-style updates ({recipe}KL "
-                  f"{s['kl_coef']} towards the cloned start) in {s['train_seconds']} s, warm start included, on the "
-                  f"`train` split, medium.{selection}", ""]
-        for name, results in s["slices"].items():
-            lines += [f"### {name}", "", markdown(list(results.values())), ""]
-        lines += ["Trained policy above the rule with non-overlapping 95% intervals:", ""]
-        lines += [f"- {name}: mean return {'yes' if c['mean_return'] else 'no'}, safe ship "
-                  f"{'yes' if c['safe_ship'] else 'no'}" for name, c in s["beats_rule_with_separated_ci"].items()]
-        lines += ["", "![learning curve](learnability_structured_curve.png)",
-                  "![rule vs trained](learnability_rule_vs_trained.png)", "", "### Behaviour: the demo seeds, and where the two policies part", ""]
-        for title, b in s["behaviour"].items():
-            lines += [f"**{title}** `{json.dumps(b['scenario'])}`", ""]
-            for label in ("rule", "trained"):
-                lines += [f"- {label} ({b[label]['outcome']}, return {b[label]['return']:.2f}): "
-                          + " → ".join(b[label]["calls"])]
-            lines += [""]
-    lm = data.get("lm")
-    if lm:
-        grpo_calls = lm["results"]["SFT + GRPO"]["metrics"]["invalid_action"]["n"]  # calls made, valid or not
-        lines += ["## Tiny language model with TRL", "",
-                  f"SFT warm start on 48 rule episodes in {lm['sft_seconds']} s (loss {lm['sft_loss'][0]:.2f} → "
-                  f"{lm['sft_loss'][1]:.2f}), then {lm['grpo_steps']} GRPO steps in {lm['grpo_seconds']} s; "
-                  f"{lm['eval_episodes']} held-out episodes each, easy.", "",
-                  markdown(list(lm["results"].values())), "",
-                  f"GRPO improves mean return over the warm start: {'yes' if lm['grpo_improves_mean_return'] else 'no'}"
-                  + (" (degenerate: after GRPO the model makes no tool calls, which avoids the invalid-call "
-                     "penalty and misses every deadline)." if grpo_calls == 0 else "."),
-                  "", "![GRPO reward](learnability_lm_curve.png)", ""]
-    (docs / "learnability.md").write_text("\n".join(lines) + "\n")
+    if "structured" in data:
+        lines += structured_markdown(data["structured"])
+    if "lm" in data:
+        from .lm_learnability import markdown as lm_markdown
+
+        lines += ["## Language model with TRL", "", data["lm_provenance"], "", lm_markdown(data["lm"]), ""]
+        if data.get("lm_curve"):
+            lines += ["![GRPO reward](learnability_lm_curve.png)", ""]
+    text = "\n".join(lines) + "\n"
+    (docs / "learnability.md").write_text(text)
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:
-    import multiprocessing as mp
-    import platform
-    import sys
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=15.0, help="structured policy RL time")
-    parser.add_argument("--lm-minutes", type=float, default=15.0, help="tiny LM GRPO time (0 to skip)")
-    parser.add_argument("-n", type=int, default=500, help="evaluation episodes per slice (structured)")
-    parser.add_argument("--lm-n", type=int, default=100, help="evaluation episodes (tiny LM)")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--minutes", type=float, default=RECIPE["minutes"], help="structured policy training time")
+    parser.add_argument("--structured-checkpoint", type=Path, default=None,
+                        help="evaluate this earlier checkpoint instead of training (needs its .json and .warm.pt)")
+    parser.add_argument("--lm-minutes", type=float, default=60.0, help="LM experiment time (0: no LM section)")
+    parser.add_argument("--lm-results", type=Path, default=None, help="render these LM results instead of running it")
+    parser.add_argument("--lm-n", type=int, default=120, help="held-out easy episodes per LM evaluation")
+    parser.add_argument("-n", type=int, default=500, help="tasks per slice (structured); must match calibration.json")
+    parser.add_argument("--search", type=int, default=100, help="tasks searched per slice for a parting example")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
+    parser.add_argument("--calibration", type=Path, default=Path("results/calibration.json"))
     parser.add_argument("--out", type=Path, default=Path("results/learnability.json"))
-    parser.add_argument("--reuse-structured", action="store_true", help="evaluate runs/structured.pt again")
     args = parser.parse_args(argv)
+    calibration = json.loads(args.calibration.read_text())
+    if calibration["n"] != args.n:
+        parser.error(f"-n {args.n} differs from {args.calibration}'s n={calibration['n']}: the exploit intervals "
+                     f"must come from the same tasks (rerun `python -m training.calibrate -n {args.n}`)")
+    missing = [f"{s}/{d}: {e}" for s, d in SLICES for e in EXPLOITS if e not in calibration["slices"].get(f"{s}/{d}", {})]
+    if missing:
+        parser.error(f"{args.calibration} lacks {', '.join(missing)}; rerun `python -m training.calibrate`")
+    for path in filter(None, (args.structured_checkpoint, args.lm_results)):
+        if not path.exists():
+            parser.error(f"{path} does not exist")
     data = {"command": "python -m training.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
             "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"}
-    if args.minutes > 0:
-        data["structured"] = structured_part(args.minutes, args.n, args.workers, args.runs, args.docs,
-                                             args.reuse_structured)
-    if args.lm_minutes > 0:
-        data["lm"] = lm_part(args.lm_minutes, args.lm_n, args.runs, args.docs)
+    lm_results, lm_process = args.lm_results, None
+    if lm_results is None and args.lm_minutes > 0:
+        lm_results = Path("results/lm_learnability.json")
+        lm_process = start_lm(args.lm_minutes, args.runs / "lm", args.seed, args.lm_n, lm_results)
+    checkpoint = args.structured_checkpoint
+    if checkpoint is None:
+        import torch
+
+        torch.set_num_threads(1)  # the other core is the LM's
+        checkpoint = args.runs / "structured.pt"
+        t0 = time.monotonic()
+        train_structured(checkpoint, args.minutes, args.seed)
+        provenance = f"Trained by this command ({round(time.monotonic() - t0)} s wall, warm start included)."
+    else:
+        summary = json.loads(checkpoint.with_suffix(".json").read_text())
+        provenance = ("Trained earlier by `" + summary.get("command", "python -m training.structured_policy")
+                      + "`; evaluated by this command.")
+    data["structured"] = {**structured_part(checkpoint, args.n, args.search, args.workers, args.docs, calibration),
+                          "provenance": provenance}
+    if lm_process is not None and lm_process.wait() != 0:
+        raise SystemExit(f"the LM experiment failed (exit {lm_process.returncode}); see {args.runs / 'lm'}"
+                         "/lm_learnability.log")
+    if lm_results is not None:
+        data["lm"] = json.loads(lm_results.read_text())
+        data["lm_provenance"] = ("Run by this command (`python -m training.lm_learnability`, in parallel)."
+                                 if lm_process else f"Read from `{lm_results}`, written earlier by "
+                                 f"`python -m training.lm_learnability` ({data['lm']['config']['minutes']} minutes "
+                                 f"budget, seed {data['lm']['config']['seed']}).")
+        data["lm_curve"] = lm_curve(data["lm"], args.docs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    for part in ("structured",):
-        for results in data.get(part, {}).get("slices", {}).values():
-            for r in results.values():
-                r.pop("episodes", None)
-    for r in data.get("lm", {}).get("results", {}).values():
-        r.pop("episodes", None)
-    args.out.write_text(json.dumps(data, indent=1))
-    report(data, args.docs)
-    print((args.docs / "learnability.md").read_text())
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
+    print(report(data, args.docs))
 
 
 if __name__ == "__main__":
