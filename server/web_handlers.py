@@ -19,7 +19,18 @@ from releaseops_arena.safety_rules import rules_for_risk
 from . import web_render as render
 from .web_session import Session
 
-WATCH_POLICIES = ("naive", "rule", "oracle")
+# The Watch tab's policies, in column order, with what each does (what it may see comes from the
+# policy itself: `privileged`). The trained one plays the shipped weights (`releaseops_arena.trained_policy`).
+WATCH_POLICIES: dict[str, tuple[str, str]] = {
+    "naive": ("naive", "approves every proposal, the ship included"),
+    "rule": ("rule", "a hand-made suspicion score over the visible cues"),
+    "planner": ("reference planner", "weighs every visible cue with the generator's published odds"),
+    "trained": ("trained policy", "a small network trained with RL on the train split (greedy)"),
+    "oracle": ("oracle", "reads the hidden world state: the upper bound, not a fair player"),
+}
+# Transcripts shown side by side at first: the three that see only the board and decide for themselves.
+# Five columns of call transcripts are too narrow to read; every policy's result is in the table above them.
+WATCH_SHOWN = ("rule", "planner", "trained")
 CUSTOM = "Custom (pick below)"
 
 # The menus of the closed tool arguments: (label, value) pairs, values straight from the catalogue.
@@ -65,7 +76,7 @@ class PlayView:
 
 @dataclass
 class WatchView:
-    runs: dict | None
+    runs: dict | None  # policy name -> its `play` transcript, plus its label, role and what it sees
     steps: int | None  # the slider's range (and position); None keeps it
     story: str
     html: str
@@ -175,14 +186,22 @@ def pick_rule(sess: Session | None, pid: str | None) -> str | None:
     return rule_for(sess.board() if sess else None, pid)
 
 
-def watch(presets: dict, preset_name, family, seed, difficulty, mix) -> WatchView:
-    """The reference policies on the chosen scenario, through the engine's `play`."""
+def watch_run(name: str, scenario: dict) -> dict:
+    """One policy's episode through the engine's `play`, labelled for the page."""
+    label, role = WATCH_POLICIES[name]
+    policy = POLICIES[name]()
+    sees = "the hidden world (privileged)" if policy.privileged else "the board only"
+    return {**play(policy, scenario), "label": label, "role": role, "sees": sees}
+
+
+def watch(presets: dict, preset_name, family, seed, difficulty, mix, shown=WATCH_SHOWN) -> WatchView:
+    """Every Watch policy on the chosen scenario; the transcripts of `shown` side by side."""
     try:
         scenario, chosen = scenario_of(presets, preset_name, family, seed, difficulty, mix)
-        runs = {name: play(POLICIES[name](), scenario) for name in WATCH_POLICIES}
+        runs = {name: watch_run(name, scenario) for name in WATCH_POLICIES}
     except (ValueError, TypeError) as exc:
         return WatchView(None, None, "", render.error_html(f"could not run: {exc}", charged=False))
     longest = max(len(r["steps"]) for r in runs.values())
     story = (f"<div class='ro-info'><b>{render.escape(preset_name)}.</b> {render.escape(chosen['story'])}</div>"
              if chosen else f"<div class='ro-info'>Scenario <code>{render.escape(json.dumps(scenario))}</code></div>")
-    return WatchView(runs, longest, story, render.watch_html(runs, longest))
+    return WatchView(runs, longest, story, render.watch_html(runs, longest, shown))

@@ -216,10 +216,35 @@ def history_html(sess: Session | None) -> str:
             f"<th>result / error</th></tr>{''.join(rows)}</table>")
 
 
-def watch_html(runs: dict, upto: int) -> str:
-    """Transcripts side by side, in the order of `runs`; steps after `upto` are dimmed, step `upto` highlighted."""
+def _calls(run: dict) -> list[tuple[str, dict]]:
+    return [(s["tool"], s["arguments"]) for s in run["steps"]]
+
+
+def watch_scores_html(runs: dict) -> str:
+    """One row per policy: what it sees, how its episode ended, and which earlier policy made the same calls."""
+    rows = []
+    for k, (name, run) in enumerate(runs.items()):
+        m = run["metrics"]
+        twin = next((other["label"] for other in list(runs.values())[:k] if _calls(other) == _calls(run)), None)
+        rows.append(
+            f"<tr id='score-{escape(name)}'><td><b>{escape(run['label'])}</b><div class='ro-muted'>"
+            f"{escape(run['role'])}</div></td><td>{escape(run['sees'])}</td>"
+            f"<td><span class='ro-badge {escape(m['outcome'])}'>{escape(m['outcome'])}</span></td>"
+            f"<td class='{_tone(run['return'])}'>{signed(run['return'])}</td>"
+            f"<td>{m['budget_used']} / {m['budget_total']}</td><td>{m['false_blocks']}</td>"
+            f"<td>{len(run['steps'])}</td><td>{escape(f'same calls as {twin}') if twin else ''}</td></tr>")
+    return ("<table class='ro-table' id='watch-scores'><tr><th>policy</th><th>sees</th><th>outcome</th>"
+            "<th>return</th><th>budget used</th><th>false blocks</th><th>calls</th><th></th></tr>"
+            f"{''.join(rows)}</table>")
+
+
+def watch_html(runs: dict, upto: int, shown=None) -> str:
+    """The score table, then the transcripts of `shown` (every run if None) side by side, in the order
+    of `runs`; steps after `upto` are dimmed, step `upto` highlighted."""
     cols = []
     for name, run in runs.items():
+        if shown is not None and name not in shown:
+            continue
         m = run["metrics"]
         items = []
         for i, s in enumerate(run["steps"], 1):
@@ -229,8 +254,11 @@ def watch_html(runs: dict, upto: int) -> str:
             items.append(f"<li class='{cls}'><code>{i}. {escape(call_text(s['tool'], s['arguments']))}</code>"
                          f"<div class='{err}'>{escape(text)}</div></li>")
         cols.append(
-            f"<div class='col' id='watch-{name}' data-outcome='{escape(m['outcome'])}'>"
-            f"<h3>{escape(name)}</h3><span class='ro-badge {m['outcome']}'>{escape(m['outcome'])}</span>"
+            f"<div class='col' id='watch-{escape(name)}' data-outcome='{escape(m['outcome'])}'>"
+            f"<h3>{escape(run['label'])}</h3><div class='ro-muted sees'>sees {escape(run['sees'])}</div>"
+            f"<span class='ro-badge {escape(m['outcome'])}'>{escape(m['outcome'])}</span>"
             f"<div class='ro-muted' style='font-size:12px'>return {signed(run['return'])} · budget used "
             f"{m['budget_used']} · {len(run['steps'])} calls</div><ol>{''.join(items)}</ol></div>")
-    return f"<div class='ro-watch'>{''.join(cols)}</div>"
+    grid = (f"<div class='ro-watch' style='--cols:{len(cols)}'>{''.join(cols)}</div>"
+            if cols else "<p class='ro-muted'>Tick a policy above to read its calls.</p>")
+    return f"{watch_scores_html(runs)}{grid}"

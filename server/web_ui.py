@@ -38,10 +38,12 @@ INTRO = (
     "each.</p></div>"
 )
 WATCH_NOTE = (
-    "<p class='ro-muted'>Runs the reference policies on the scenario chosen above with the engine's "
-    "<code>play</code>: <b>naive</b> approves everything, <b>rule</b> is the best fixed heuristic on visible "
-    "information, <b>oracle</b> reads the hidden truth (the upper bound). Drag the slider to replay them step by "
-    "step.</p>"
+    "<p class='ro-muted'>Runs five policies on the scenario chosen above with the engine's <code>play</code>: "
+    "<b>naive</b> approves everything; <b>rule</b> (a hand-made heuristic), the <b>reference planner</b> (the "
+    "generator's published odds applied to the visible cues) and the <b>trained policy</b> (a small network "
+    "trained with RL) see only the board, as you do on Play; the <b>oracle</b> is privileged: it reads the hidden "
+    "world state, so it is the upper bound, not a fair player. The table compares all five; tick the transcripts "
+    "to read side by side, and drag the slider to replay them step by step.</p>"
 )
 RESULTS_NOTE = (
     "<p class='ro-muted'>Latest evaluation: every baseline on held-out seeds (<code>python -m training.calibrate"
@@ -192,19 +194,25 @@ def _wire_setup(presets: dict, setup: SimpleNamespace) -> None:
 def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
     _html(WATCH_NOTE)
     with gr.Row(equal_height=True):
-        run = gr.Button("Run naive, rule and oracle", variant="primary", elem_id="watch-btn", scale=0, min_width=260)
+        run = gr.Button("Run the five policies", variant="primary", elem_id="watch-btn", scale=0, min_width=260)
         step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="watch-step", interactive=True, scale=3)
+    shown = gr.CheckboxGroup([(label, name) for name, (label, _) in handlers.WATCH_POLICIES.items()],
+                             value=list(handlers.WATCH_SHOWN), label="Transcripts side by side", elem_id="watch-show")
     story = _html(elem_id="watch-story")
     view = _html(elem_id="watch-view")
     runs = gr.State(None)
 
-    def on_run(*fields):
-        v: WatchView = handlers.watch(presets, *fields)
+    def on_run(picked, *fields):
+        v: WatchView = handlers.watch(presets, *fields, shown=picked)
         steps = gr.update() if v.steps is None else gr.update(minimum=0, maximum=v.steps, value=v.steps)
         return v.runs, steps, v.story, v.html
 
-    run.click(on_run, [setup.preset, *setup.fields], [runs, step, story, view])
-    step.change(lambda r, k: watch_html(r, int(k or 0)) if r else gr.update(), [runs, step], [view], queue=False)
+    def redraw(r, k, picked):
+        return watch_html(r, int(k or 0), picked) if r else gr.update()
+
+    run.click(on_run, [shown, setup.preset, *setup.fields], [runs, step, story, view])
+    step.change(redraw, [runs, step, shown], [view], queue=False)
+    shown.change(redraw, [runs, step, shown], [view], queue=False)
 
 
 def _results_tab() -> None:

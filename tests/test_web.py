@@ -263,22 +263,42 @@ def test_two_visitors_have_independent_episodes(playwright, web_url):
         b.close()
 
 
-def test_watch_replays_three_baselines(visitor):
+def test_watch_replays_five_policies(visitor):
+    from releaseops_arena.baselines import POLICIES
+    from server.web_handlers import WATCH_POLICIES, WATCH_SHOWN
+
     page = visitor.page
     page.click("button[role=tab]:has-text('Watch')")
     visitor.pick("preset-dd", SEED_A["title"])
     page.click("#watch-btn")
-    page.wait_for_selector("#watch-oracle")
-    for name in ("naive", "rule", "oracle"):
+    page.wait_for_selector("#watch-scores")
+    expected = {name: play(POLICIES[name](), SEED_A["scenario"]) for name in WATCH_POLICIES}
+    for name in ("naive", "rule", "oracle"):  # the demo's recorded transcripts are what the tab replays
+        assert expected[name]["metrics"]["outcome"] == SEED_A["transcripts"][name]["outcome"]
+    # every policy in the score table, in order, with what it sees: only the oracle is privileged
+    rows = page.locator("#watch-scores tr[id^=score-]")
+    assert [r.get_attribute("id") for r in rows.all()] == [f"score-{n}" for n in WATCH_POLICIES]
+    for name, run in expected.items():
+        row = page.locator(f"#score-{name}").inner_text()
+        assert run["metrics"]["outcome"] in row and f"{run['return']:+.2f}" in row
+        assert ("hidden world (privileged)" if name == "oracle" else "the board only") in row
+    # the transcripts shown by default: the board-only deciders, one list item per call
+    assert [c.get_attribute("id") for c in page.locator("#watch-view .col").all()] == [f"watch-{n}" for n in WATCH_SHOWN]
+    for name in WATCH_SHOWN:
         column = page.locator(f"#watch-{name}")
-        assert column.get_attribute("data-outcome") == SEED_A["transcripts"][name]["outcome"]
-        assert column.locator("li").count() == len(SEED_A["transcripts"][name]["steps"])
-    assert page.locator("#watch-view .ro-badge").all_inner_texts() == ["unsafe_ship", "safe_ship", "safe_ship"]
-    # step through: slider to step 2 highlights step 2 of every transcript and dims the rest
+        assert column.get_attribute("data-outcome") == expected[name]["metrics"]["outcome"]
+        assert column.locator("li").count() == len(expected[name]["steps"])
+    # tick the oracle: its column joins, in table order (last)
+    page.click("#watch-show label:has-text('oracle')")
+    page.wait_for_selector("#watch-oracle")
+    assert page.locator("#watch-view .col").last.get_attribute("id") == "watch-oracle"
+    assert page.locator("#watch-oracle li").count() == len(SEED_A["transcripts"]["oracle"]["steps"])
+    # step through: slider to step 2 highlights step 2 of every shown transcript and dims the rest
     page.fill("#watch-step input[type=number]", "2")
     page.press("#watch-step input[type=number]", "Enter")
-    page.wait_for_function("() => document.querySelectorAll('#watch-view li.cur').length === 3")
+    page.wait_for_function("n => document.querySelectorAll('#watch-view li.cur').length === n", arg=len(WATCH_SHOWN) + 1)
     assert "2." in page.locator("#watch-oracle li.cur").inner_text()
+    assert page.locator("#watch-trained li.later").count() == len(expected["trained"]["steps"]) - 2
     visitor.shot("09_watch")
     page.click("button[role=tab]:has-text('Results')")
     page.wait_for_selector("#results-plot img")
@@ -340,9 +360,27 @@ def test_handlers_return_view_models_without_a_browser():
     earlier = [label for m in view.refs.values() for label, _ in m.choices if label.endswith("(earlier phase)")]
     assert earlier and all(label.split()[0] in sess.view.refs for label in earlier)
     watched = handlers.watch(presets, SEED_A["title"], None, None, None, None)
-    assert list(watched.runs) == list(handlers.WATCH_POLICIES) and "watch-oracle" in watched.html
+    assert list(watched.runs) == list(handlers.WATCH_POLICIES) == ["naive", "rule", "planner", "trained", "oracle"]
+    assert all(f"score-{n}" in watched.html for n in handlers.WATCH_POLICIES)
+    assert "watch-trained" in watched.html and "watch-oracle" not in watched.html  # not shown by default
+    assert "watch-oracle" in handlers.watch(presets, SEED_A["title"], None, None, None, None, shown=["oracle"]).html
     assert handlers.fill_preset(presets, SEED_B["title"])[0] == SEED_B["scenario"]["family"]
     assert handlers.fill_preset(presets, handlers.CUSTOM) is None
+
+
+def test_watch_html_says_what_each_policy_sees_and_which_made_the_same_calls():
+    from server import web_handlers as handlers
+    from server import web_render as render
+
+    runs = {name: handlers.watch_run(name, SEED_B["scenario"]) for name in ("rule", "trained", "oracle")}
+    assert [r["sees"] for r in runs.values()] == ["the board only", "the board only", "the hidden world (privileged)"]
+    runs["copy"] = {**runs["rule"], "label": "copy of rule"}
+    html = render.watch_html(runs, 0, shown=["copy"])
+    row = re.search(r"<tr id='score-copy'>.*?</tr>", html).group(0)
+    assert "same calls as rule" in row and "same calls as" not in re.search(r"<tr id='score-rule'>.*?</tr>", html).group(0)
+    assert "id='watch-copy'" in html and "id='watch-rule'" not in html and "--cols:1" in html
+    assert "Tick a policy" in render.watch_html(runs, 0, shown=[]) and "class='col'" not in render.watch_html(runs, 0, [])
+    assert not FORBIDDEN.search(render.watch_scores_html(runs))  # the labels name no hidden field
 
 
 def test_builder_returns_blocks_without_web_manager():
