@@ -15,7 +15,9 @@ Same arguments and uvicorn settings as `python -m uvicorn APP --host H --port P
   the heap once the app was imported: the objects the collector tracks, and how
   many of them the app had frozen itself.
 * BENCH_TIMERS=path: in-situ timers, written as JSON at exit: thread CPU time of
-  every env.reset / env.step call made through the session executor, and of
+  every env.reset / env.step call made through the session executor (or, for an
+  environment that overrides `reset_async` / `step_async` to run on the event
+  loop, as ours does, of those calls: valid because they never await), and of
   OpenEnv's `deserialize_action`, `serialize_observation` and the response's
   `model_dump_json` on the event loop (two clock reads per call, no profiler).
 * BENCH_PROFILE_OUT=path: cProfile with a per-thread CPU clock
@@ -82,6 +84,33 @@ def _install_timers() -> dict:
         return await original_executor(self, session_id, timed(name, func), *args, **kwargs)
 
     http_server.HTTPEnvServer._run_in_session_executor = run_in_session_executor
+
+    # An environment that runs its step on the event loop (it overrides step_async) skips the
+    # executor: its coroutines are timed instead, under the same names. They must not await.
+    original_create = http_server.HTTPEnvServer._create_session
+
+    def timed_async(name, method):
+        async def wrapper(*args, **kwargs):
+            t = clock()
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                cell = acc[name]
+                cell[0] += 1
+                cell[1] += clock() - t
+        return wrapper
+
+    async def create_session(self):
+        session_id, env = await original_create(self)
+        from openenv.core.env_server.interfaces import Environment
+
+        for name in ("reset", "step"):
+            method = getattr(env, name + "_async")
+            if getattr(method, "__func__", method) is not getattr(Environment, name + "_async"):
+                setattr(env, name + "_async", timed_async("env." + name, method))
+        return session_id, env
+
+    http_server.HTTPEnvServer._create_session = create_session
     http_server.serialize_observation = timed("serialize_observation", http_server.serialize_observation)
     http_server.deserialize_action = timed("deserialize_action", http_server.deserialize_action)
     WSObservationResponse.model_dump_json = timed("response.model_dump_json", WSObservationResponse.model_dump_json)

@@ -14,6 +14,7 @@ and identical to ours. Like server/app.py it freezes its start-up heap.
 from __future__ import annotations
 
 import gc
+import os
 from typing import Any, Optional
 
 from openenv.core import Action, Environment, Observation, State, create_app
@@ -50,7 +51,26 @@ class EchoEnvironment(Environment):
         return self._state
 
 
-app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=64)
+LOOP_ENV = "BENCH_LOOP_STEP"
+
+
+class LoopStep:
+    """With $BENCH_LOOP_STEP=1 a floor steps on the event loop, as ours does (it overrides step_async,
+    so OpenEnv skips the session executor): the what-if that takes dispatch out of the comparison."""
+
+    async def step_async(self, action: Any, timeout_s: Optional[float] = None, **kwargs: Any):
+        return self.step(action, timeout_s=timeout_s, **kwargs)
+
+    async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any):
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+
+def dispatched(cls: type) -> type:
+    """`cls` as configured: on the event loop when $BENCH_LOOP_STEP=1, else OpenEnv's default executor."""
+    return type(cls.__name__, (LoopStep, cls), {}) if os.environ.get(LOOP_ENV) == "1" else cls
+
+
+app = create_app(dispatched(EchoEnvironment), EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=64)
 
 # As server/app.py does: full collections never walk the start-up heap (gradio included).
 gc.collect()

@@ -59,9 +59,18 @@ def at_64(results: dict) -> dict:
 
 def plain_64(results: dict) -> dict:
     """The what-if at 64 sessions without permessage-deflate (the client offered no compression)."""
-    rows = [row for row in results["server"]["variants"]["table"] if row.get("compression", "") is None]
+    rows = [row for row in results["server"]["variants"]["table"]
+            if row.get("compression", "") is None and not row.get("floors_on_loop")]
     if not rows:
         raise KeyError("no what-if without permessage-deflate")
+    return rows[0]
+
+
+def loop_64(results: dict) -> dict:
+    """The what-if at 64 sessions where both floors step on the event loop, as ours does."""
+    rows = [row for row in results["server"]["variants"]["table"] if row.get("floors_on_loop")]
+    if not rows:
+        raise KeyError("no what-if with the floors on the event loop")
     return rows[0]
 
 
@@ -133,6 +142,13 @@ GOALS: dict[str, Goal] = {
     "server_throughput_64_plain": _ratio_goal("the same throughput without permessage-deflate", ">=",
                                               THROUGHPUT_GOAL, plain_64, "throughput_ratio"),
     "server_p99_64_plain": _ratio_goal("the same p99 without permessage-deflate", "<=", 1.25, plain_64, "p99_ratio"),
+    # Ours steps on the event loop, the floors in OpenEnv's session executor (its default). The
+    # dispatch is ours to design, but an adversary would ask what is left once the floors skip the
+    # executor too: these rows judge ours against floors that do.
+    "server_throughput_64_loop": _ratio_goal("the same throughput, the floors also stepping on the event loop",
+                                             ">=", THROUGHPUT_GOAL, loop_64, "throughput_ratio"),
+    "server_p99_64_loop": _ratio_goal("the same p99, the floors also stepping on the event loop", "<=", 1.25,
+                                      loop_64, "p99_ratio"),
     "server_cpu_minus_echo": Goal(
         # `limit` is the throughput ratio whose CPU budget this is
         "server CPU per step at 64 sessions, ours - text echo", "<=", THROUGHPUT_GOAL, "us",

@@ -86,25 +86,31 @@ async def load(replays: list[Replay], rounds: int, warmup_s: float, window_s: fl
     return {"rounds": rounds, "warmup_s": warmup_s, "window_s": window_s, "table": table, "raw": results}
 
 
-# (label, client compression): each row changes one thing, the servers run as shipped otherwise.
+# (label, client compression, floors on the event loop): each row changes one thing, the servers
+# run as shipped otherwise. Ours steps on the event loop (server/releaseops_environment.py), the
+# floors in OpenEnv's session executor unless the row says otherwise.
 VARIANTS = (
-    ("permessage-deflate (as served)", "deflate"),
-    ("no permessage-deflate", None),
+    ("permessage-deflate (as served)", "deflate", False),
+    ("no permessage-deflate", None, False),
+    ("floors also step on the event loop", "deflate", True),
 )
 PLAIN = VARIANTS[1][0]
+LOOP = VARIANTS[2][0]
 
 
 async def variants(replays: list[Replay], rounds: int, warmup_s: float, window_s: float, server_cpus: set[int],
                    sessions: int = 64) -> dict:
-    """Ours against both floors at 64 sessions, with and without permessage-deflate (`bench/_uvicorn_wrap.py`
-    serves all three and logs their full collections)."""
+    """Ours against both floors at 64 sessions, with and without permessage-deflate, and with the floors
+    stepping on the event loop as ours does (`bench/_uvicorn_wrap.py` serves all three and logs their
+    full collections)."""
     out = []
-    for label, compression in VARIANTS:
+    for label, compression, floors_on_loop in VARIANTS:
         res: dict[str, list[dict]] = {name: [] for name, _ in SERVERS}
         with tempfile.TemporaryDirectory(prefix="releaseops_bench_gc_") as tmp:
             logs = {name: str(Path(tmp) / f"{name}.json") for name in res}
-            with three_servers(server_cpus, module="bench._uvicorn_wrap",
-                               env_of={name: {"BENCH_GC_LOG": path} for name, path in logs.items()}) as servers:
+            env_of = {name: {"BENCH_GC_LOG": path, **({"BENCH_LOOP_STEP": "1"} if floors_on_loop and name != "ours"
+                                                      else {})} for name, path in logs.items()}
+            with three_servers(server_cpus, module="bench._uvicorn_wrap", env_of=env_of) as servers:
                 await warm_up(servers, replays, compression=compression)
                 for r in range(rounds):
                     for name in rotated(r):
@@ -115,7 +121,8 @@ async def variants(replays: list[Replay], rounds: int, warmup_s: float, window_s
                         await asyncio.sleep(0.3)
             # the servers have stopped, so their logs are written
             gc_logs = {name: json.loads(Path(path).read_text()) for name, path in logs.items()}
-        row = {"variant": label, "compression": compression, **compare(res, COMPARED)}
+        row = {"variant": label, "compression": compression, "floors_on_loop": floors_on_loop,
+               **compare(res, COMPARED)}
         for name in res:
             row.update({f"{name}_{k}": v for k, v in full_collections(gc_logs[name], res[name]).items()})
         print(f"  {label}: ours/text echo {row['throughput_ratio']:.2f}x, p99 {row['p99_ratio']:.2f}x; ours/bare echo "

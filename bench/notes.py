@@ -24,7 +24,8 @@ def notes(results: dict) -> list[str]:
 def _variant(results: dict, compression) -> Optional[dict]:
     """The what-if row whose client offered `compression` ("deflate" or None)."""
     rows = results["server"].get("variants", {}).get("table", [])
-    return next((row for row in rows if row.get("compression", "") == compression), None)
+    return next((row for row in rows if row.get("compression", "") == compression and not row.get("floors_on_loop")),
+                None)
 
 
 def engine_in_situ(results: dict) -> Optional[str]:

@@ -91,8 +91,12 @@ def variants_section(server: dict) -> str:
         f"full-collection log through `gc.callbacks`), {va['rounds']} rounds of {va['window_s']:g} s each, "
         "medians; triples are ours / text echo / bare echo. Without permessage-deflate the client offers no "
         "extension (`compression=None`); the extensions column is what the servers agreed to, read from each "
-        "handshake, so the row shows the server honoured it. Full collections are the generation-2 GC runs "
-        "that started inside the measurement windows.\n\n" + table(*drop_empty_columns(header, rows)))
+        "handshake, so the row shows the server honoured it. Ours runs each session's reset and step on the "
+        "event loop (it overrides `step_async`, so OpenEnv skips the per-session executor thread); the floors "
+        "use OpenEnv's default executor, except in the row where they too step on the event loop "
+        "(`BENCH_LOOP_STEP=1`, `bench/echo_app.py:LoopStep`), which takes dispatch out of the comparison. "
+        "Full collections are the generation-2 GC runs that started inside the measurement windows.\n\n"
+        + table(*drop_empty_columns(header, rows)))
 
 
 def workers_section(server: dict) -> str:

@@ -14,6 +14,10 @@ from pydantic import Field
 from releaseops_arena.tools import TOOL_NAMES
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 class ReleaseOpsAction(Action):
     """One supervisor tool call."""
 
@@ -27,8 +31,12 @@ class ReleaseOpsObservation(Observation):
     text: str = Field(default="", description="Exactly the string a model sees: the board after reset, "
                                               "the tool result after a step, or the error message. "
                                               "The structured board is in `state` (on request), not repeated here.")
-    error: Optional[str] = Field(default=None, description="Short message of an invalid call, else null.")
-    outcome: Optional[str] = Field(default=None, description="safe_ship, unsafe_ship or missed_deadline once done.")
+    # A null `error` or `outcome` is left out of the reply (the model's default restores it): nearly
+    # every reply has both null, and every byte is framed and deflated on every step.
+    error: Optional[str] = Field(default=None, exclude_if=_is_none,
+                                 description="Short message of an invalid call; absent (null) otherwise.")
+    outcome: Optional[str] = Field(default=None, exclude_if=_is_none,
+                                   description="safe_ship, unsafe_ship or missed_deadline once done; absent before.")
     episode_return: float = Field(default=0.0, description="Sum of rewards so far in this episode.")
 
 

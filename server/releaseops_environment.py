@@ -115,6 +115,17 @@ class ReleaseOpsEnvironment(Environment):
     def step(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None, **kwargs: Any) -> ReleaseOpsObservation:  # type: ignore[override]
         return self._apply(action, control=True)
 
+    # OpenEnv runs a sync step in the session's thread pool unless step_async is overridden. A step
+    # is tens of microseconds of pure Python that holds the GIL throughout: the hop to a thread and
+    # back costs more than the step, and buys no concurrency. So both run on the event loop.
+    async def step_async(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None,  # type: ignore[override]
+                         **kwargs: Any) -> ReleaseOpsObservation:
+        return self._apply(action, control=True)
+
+    async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
+                          **kwargs: Any) -> ReleaseOpsObservation:
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
     def _apply(self, action: ReleaseOpsAction, control: bool) -> ReleaseOpsObservation:
         """One step; `control` allows END_EPISODE (the WebSocket step does, an MCP tool call does not:
         the engine then refuses it as an unknown tool)."""
@@ -143,8 +154,8 @@ class ReleaseOpsEnvironment(Environment):
         if ep.done:
             # The truth may be told once the episode is over. Kept small: OpenEnv 0.10
             # serializes metadata twice (inside the observation and beside it), so the
-            # audit trail, a repeat of the episode's replies, is offered in `state`.
-            metadata = {"metrics": ep.metrics(), "reward_breakdown": self.rubric.breakdown(), "scenario": ep.config}
+            # audit trail (a repeat of the episode's replies) and the scenario are in `state`.
+            metadata = {"metrics": ep.metrics(), "reward_breakdown": self.rubric.breakdown()}
         # No board here: `text` is what the model sees, and the structured board is
         # offered on request in `state`, so no reply carries the same data twice.
         return ReleaseOpsObservation(text=text, error=error, outcome=ep.outcome,

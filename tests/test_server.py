@@ -190,18 +190,22 @@ def test_replies_carry_the_text_once_and_state_offers_the_current_board(live_ser
                 local = local_transcript(POLICY_CYCLE[k % len(POLICY_CYCLE)], scenario(k), rng_seed=k)
                 episode = Episode(**scenario(k))
                 reset = await send(ws, {"type": "reset", "data": local["scenario"]})
-                assert set(reset["data"]["observation"]) == {"text", "error", "outcome", "episode_return", "metadata"}
+                # Null fields stay off the wire (the model's defaults restore them).
+                assert set(reset["data"]["observation"]) == {"text", "episode_return", "metadata"}
                 for tool, args in local["calls"]:
                     reply = await send(ws, {"type": "step", "data": {"tool_name": tool, "arguments": args}})
                     episode.step(tool, args)
                     observation = reply["data"]["observation"]
                     assert "board" not in observation
+                    assert ("error" in observation) == (episode.audit[-1]["error"] is not None)
                     state = await send(ws, {"type": "state"})
                     assert state["data"]["board"] == json.loads(json.dumps(episode.board()))
                     if not reply["data"]["done"]:
                         assert observation["metadata"] == {} and state["data"]["audit"] == []
-                # Once over: the final reply's metadata is small, the audit trail comes on request.
-                assert set(reply["data"]["metadata"]) == {"metrics", "reward_breakdown", "scenario"}
+                # Once over: the final reply's metadata is small; the audit trail and the scenario come on request.
+                assert set(reply["data"]["metadata"]) == {"metrics", "reward_breakdown"}
+                assert observation["outcome"] == episode.outcome
+                assert {key: state["data"][key] for key in episode.config} == episode.config
                 assert state["data"]["audit"] == json.loads(json.dumps(episode.audit))
 
     asyncio.run(main())

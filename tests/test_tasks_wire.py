@@ -52,15 +52,17 @@ def test_a_task_chosen_by_index_plays_over_the_wire_as_in_process(live_server):
         async with open_socket(live_server) as ws:
             by_task = dict(local, scenario={"split": "unseen_mix", "index": 21, "difficulty": "hard"})
             remote = await remote_replay(ws, by_task)
+            state = (await send(ws, {"type": "state"}))["data"]
             bad = await send(ws, {"type": "reset", "data": {"split": "unseen_mix", "index": -1}})
             again = await send(ws, {"type": "reset", "data": {"split": "train", "index": 0}})
-            return remote, bad, again
+            return remote, state, bad, again
 
-    remote, bad, again = asyncio.run(main())
+    remote, state, bad, again = asyncio.run(main())
     assert remote["observation"] == local["observation"] == ReleaseOpsToolEnv().reset(
         split="unseen_mix", index=21, difficulty="hard")
     assert remote["texts"] == local["texts"] and remote["last"]["done"]
-    assert remote["last"]["metadata"]["scenario"] == scenario  # told once the episode is over
+    told = {key: state[key] for key in scenario}
+    assert told == scenario  # the state tells the task's scenario once the episode is over
     assert bad["type"] == "error" and "0..999999" in json.dumps(bad)
     assert again["type"] == "observation"  # the session survived the bad reset
 
