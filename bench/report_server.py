@@ -142,7 +142,8 @@ def timers_section(server: dict) -> str:
         "Thread CPU time of each piece, read inside the running servers (two clock reads per call, no "
         "profiler; all servers with `gc.freeze()` so collection pauses do not land in a timed piece), per "
         "step; `env.reset` is amortized over the steps of its episode. The rest is uvicorn, websockets "
-        "(framing, permessage-deflate), asyncio, the per-session executor hop and OpenEnv's handler.\n\n"
+        "(framing, permessage-deflate), asyncio, the per-session executor hop (the floors'; ours steps on the "
+        "event loop) and OpenEnv's handler.\n\n"
         + table(["piece (us per step)", "ours", "text echo", "bare echo", "ours - text echo"], rows))
     pl = server.get("pipeline")
     if pl and "text_echo" in pl:
