@@ -8,6 +8,7 @@ and written between two markers so that nobody types it by hand.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from bench import goals, notes
@@ -31,7 +32,34 @@ def block(results: dict) -> str:
     facts = key_numbers(results)
     if facts:
         lines += ["", "In the same run: " + "; ".join(facts) + "."]
+    plan = capacity(results)
+    if plan:
+        lines += ["", plan]
     return "\n".join(lines + [END])
+
+
+BATCH = 512  # generations per GRPO batch in the README's capacity arithmetic
+HEADROOM = 1.25
+SESSIONS_PER_WORKER = 64  # MAX_CONCURRENT_ENVS in deploy/kubernetes/configmap.yaml
+POD_MEMORY_MB = 512  # the Deployment's memory limit (openenv.yaml's validation block)
+
+
+def capacity(results: dict) -> str | None:
+    """The 512-generation arithmetic of the README's capacity section, from this run's RSS and throughput."""
+    server = results["server"]
+    if "load" not in server or "memory" not in server:
+        return None
+    mem, rate = server["memory"]["ours"], goals.at_64(results)["ours_throughput"]
+    replicas = math.ceil(BATCH * HEADROOM / SESSIONS_PER_WORKER)
+    slots = replicas * SESSIONS_PER_WORKER
+    pod_mb = mem["rss0_mb"] + SESSIONS_PER_WORKER * mem["per_session_64_mb"]
+    return (f"Capacity for a {BATCH}-generation batch, from this run: a live session adds "
+            f"{mem['per_session_64_mb']:.2f} MB to a {f0(mem['rss0_mb'])} MB idle server, and one server core "
+            f"answers {f0(rate)} steps/s at 64 sessions. So {replicas} replicas x 1 worker x {SESSIONS_PER_WORKER} "
+            f"sessions = {slots} slots ({(slots / BATCH - 1) * 100:.0f}% headroom), each pod about {f0(pod_mb)} MB of "
+            f"its {POD_MEMORY_MB} MiB and one core; the fleet answers about {f0(replicas * rate)} steps/s, "
+            f"{f0(replicas * rate / BATCH)} per generation. With 2 workers per pod, give it 2 cores and 1 GiB and "
+            f"halve the replicas.")
 
 
 def key_numbers(results: dict) -> list[str]:
