@@ -53,6 +53,11 @@ class ReleaseOpsState(State):
                                   description="The whole public board now, as JSON: the reset text, kept current.")
     audit: list[dict[str, Any]] = Field(default_factory=list,
                                         description="Every call of the episode (Episode.audit), once it is over.")
+    metrics: dict[str, Any] = Field(default_factory=dict,
+                                    description="The episode's metrics (Episode.metrics), once it is over.")
+    reward_breakdown: dict[str, float] = Field(default_factory=dict,
+                                               description="The return by part (the rubric tree's children: "
+                                                           "outcome, budget, invalid_calls, discoveries), once over.")
     episode_return: float = Field(default=0.0, description="Sum of rewards so far.")
     done: bool = Field(default=False, description="Whether the episode has ended.")
     outcome: Optional[str] = Field(default=None, description="Terminal outcome once done.")

@@ -5,7 +5,9 @@ tools (inherited from `SupervisorTools`, so names, signatures and docstrings,
 hence TRL's JSON schemas, are shared), the same `reset(**dataset_row)`, and the
 same instance state (`reward` = episode return so far, `done`, `terminated`,
 `truncated`, `metrics`), with identical strings, rewards and metrics for
-identical calls. Each instance owns one WebSocket session, opened lazily on
+identical calls. `metrics`, `terminated` and `truncated` come from the server's
+`state` once the episode is over, fetched once, when first read (replies carry
+no end-of-episode record: a trainer that only needs the reward pays nothing). Each instance owns one WebSocket session, opened lazily on
 the first `reset`::
 
     from client import make_remote_env_factory, remote_sessions, check_capacity
@@ -75,9 +77,8 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         self.base_url = parse_urls(base_url)[0] if base_url is not None else next_env_url()
         self.reward = 0.0
         self.done = False
-        self.terminated = False
-        self.truncated = False
-        self.metrics: dict = {}
+        self._record: Optional[dict] = None  # the server's state once the episode is over, fetched on first use
+        self._cut = False  # the session was lost before the episode ended
         # Why the running episode's session was lost (None while it is fine);
         # `get_reward` then returns None, so that TRL drops the rollout.
         self.session_error: Optional[str] = None
@@ -98,8 +99,7 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         observation = result.observation
         self.reward = float(observation.episode_return)
         self.done = bool(result.done)
-        self.terminated = self.truncated = False
-        self.metrics = {}
+        self._record, self._cut = None, False
         self._episode_running = True
         self.session_error, self._lost = None, None
         return observation.text
@@ -116,9 +116,34 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
             except SessionLostError:
                 pass
         if self._lost is not None and not self.done:
-            self.truncated = True
+            self._cut = True
             return None
         return self.reward
+
+    # ---- the end-of-episode record, as in-process (attributes there, read from `state` here)
+
+    @property
+    def metrics(self) -> dict:
+        """The episode's metrics once it is over ({} before, or if its session was lost)."""
+        return dict(self._final_state().get("metrics") or {})
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self.metrics.get("terminated"))
+
+    @property
+    def truncated(self) -> bool:
+        return self._cut or bool(self.metrics.get("truncated"))
+
+    def _final_state(self) -> dict:
+        if not self.done:
+            return {}
+        if self._record is None:
+            try:
+                self._record = self._link.state()
+            except (SessionLostError, ServerError):
+                self._record = {}
+        return self._record
 
     # ---- the seven tools come from SupervisorTools and land here
 
@@ -137,10 +162,6 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         observation = result.observation
         self.reward = float(observation.episode_return)
         self.done = bool(result.done)
-        if result.done:
-            self.metrics = dict((result.metadata or {}).get("metrics", {}))
-            self.terminated = bool(self.metrics.get("terminated"))
-            self.truncated = bool(self.metrics.get("truncated"))
         if observation.error is not None:
             raise ValueError(observation.error)
         return observation.text

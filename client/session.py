@@ -24,7 +24,7 @@ import weakref
 from typing import Any, Mapping, Optional
 
 from openenv.core.client_types import StepResult
-from openenv.core.env_server.types import WSCloseMessage, WSErrorCode, WSResetMessage, WSStepMessage
+from openenv.core.env_server.types import WSCloseMessage, WSErrorCode, WSResetMessage, WSStateMessage, WSStepMessage
 from openenv.core.utils import convert_to_ws_url
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
@@ -120,6 +120,9 @@ class RemoteSession:
 
     async def step(self, action: ReleaseOpsAction) -> StepResult[ReleaseOpsObservation]:
         return parse_step_result(await self._request(WSStepMessage(data=action_payload(action))))
+
+    async def state(self) -> dict:
+        return await self._request(WSStateMessage())
 
     async def close(self, code: str = CONNECTION_LOST, reason: str = "closed") -> None:
         """Close the socket (once; later calls wait for the same close). The session is then lost."""
@@ -231,11 +234,18 @@ class ReconnectingSession:
 
     def step(self, action: ReleaseOpsAction) -> StepResult[ReleaseOpsObservation]:
         """Step on the current session; raises SessionLostError if it is gone (never reconnects)."""
+        return LOOP.run(self._live().step(action))
+
+    def _live(self) -> RemoteSession:
         session = self.session
         if session is None or session.pid != os.getpid():
             raise SessionLostError(f"the session with {self.base_url} was lost (no open session in this "
                                    "process); the next reset() opens a new session.", CONNECTION_LOST)
-        return LOOP.run(session.step(action))
+        return session
+
+    def state(self) -> dict:
+        """The server's `state` of the current session (as JSON data); raises SessionLostError if it is gone."""
+        return LOOP.run(self._live().state())
 
     def drop(self) -> None:
         """Close and forget the current session; a forked child only forgets its parent's."""

@@ -134,7 +134,7 @@ def scenario_config(columns: dict) -> dict:
     extra columns (`prompt`, `split`, ...) are ignored, and integer-like seeds become ints."""
     config = {key: default if columns.get(key) is None else columns[key] for key, default in DEFAULT_SCENARIO.items()}
     seed = config["seed"]
-    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+    if type(seed) is not int and isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
         config["seed"] = int(seed)  # numpy integers from a dataset are not JSON
     return config
 

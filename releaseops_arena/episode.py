@@ -138,7 +138,7 @@ class Episode:
         spent_before, invalid_before = c.budget_used, c.invalid_actions
         try:
             args = self._validate(tool_name, arguments)
-            result = getattr(self, "_" + tool_name)(**args)
+            result = _HANDLERS[tool_name](self, **args)
             reward, error = self._drain(), None
             c.consecutive_invalid = c.repeated_invalid = 0
             c.last_invalid = None
@@ -154,16 +154,19 @@ class Episode:
         if not self.done:
             reward += self._enforce_caps()
         self.episode_return = round(self.episode_return + reward, 6)
+        reward = round(reward, 6)
+        done = self.done
+        truncated = done and self.terminal_reason in TRUNCATED_REASONS
         self.audit.append({
             "step": c.tool_calls, "phase": phase, "round": rnd,
             "tool": tool_name[:MAX_ARG_CHARS] if type(tool_name) is str else _short(tool_name),
             "arguments": _audit_args(arguments), "budget_cost": c.budget_used - spent_before,
-            "reward": round(reward, 6), "reward_parts": self._parts_since(spent_before, invalid_before),
+            "reward": reward, "reward_parts": self._parts_since(spent_before, invalid_before),
             "result": None if error else text, "error": error,
-            "terminal": self.terminal_reason if self.done else None,
-            "truncated": self.truncated if self.done else None,
+            "terminal": self.terminal_reason if done else None,
+            "truncated": truncated if done else None,
         })
-        return StepResult(text, round(reward, 6), self.done, error, self.outcome, self.terminated, self.truncated)
+        return StepResult(text, reward, done, error, self.outcome, done and not truncated, truncated)
 
     def _parts_since(self, spent_before: int, invalid_before: int) -> dict[str, float]:
         """This step's reward by part (the audit's `reward_parts`; they sum to its `reward`). Every
@@ -516,3 +519,7 @@ class Episode:
             text = noisy_answer(question_type, shortcut, w.difficulty, proposal.card.risk, w.rng)
         result.update(answer=text, proposal=proposal.id, refs=proposal.card.refs, confidence=proposal.card.confidence)
         return result
+
+
+# The tools' handlers by name, looked up once (TOOL_SPECS is the set _validate admits).
+_HANDLERS = {name: getattr(Episode, "_" + name) for name in TOOL_SPECS}

@@ -47,9 +47,11 @@ def validate_args(family: object, seed: object, difficulty: object, archetype_mi
         if type(value) is not str or value not in valid:
             raise ValueError(f"unknown {name} {_safe_repr(value)}; valid: {', '.join(valid)}")
     message = f"seed must be a non-negative integer or a string of ASCII digits, got {_safe_repr(seed)}"
-    if isinstance(seed, bool):
+    if type(seed) is int:  # the common case, before the slower ABC check (numpy integers, ...)
+        value = seed
+    elif isinstance(seed, bool):
         raise ValueError(message)
-    if isinstance(seed, numbers.Integral):
+    elif isinstance(seed, numbers.Integral):
         value = int(seed)
     elif type(seed) is str and len(seed) <= 18 and _ASCII_DIGITS.match(seed):
         value = int(seed)

@@ -174,4 +174,4 @@ def start_episode(columns: dict, tasks: ReleaseTasks) -> tuple[Episode, bool]:
 
 
 def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return type(value) is int or isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -150,17 +150,12 @@ class ReleaseOpsEnvironment(Environment):
 
     def _observation(self, text: str, reward: float, error: str | None) -> ReleaseOpsObservation:
         ep = self._episode
-        metadata: dict[str, Any] = {}
-        if ep.done:
-            # The truth may be told once the episode is over. Kept small: OpenEnv 0.10
-            # serializes metadata twice (inside the observation and beside it), so the
-            # audit trail (a repeat of the episode's replies) and the scenario are in `state`.
-            metadata = {"metrics": ep.metrics(), "reward_breakdown": self.rubric.breakdown()}
-        # No board here: `text` is what the model sees, and the structured board is
-        # offered on request in `state`, so no reply carries the same data twice.
+        # A reply is the model's text and a small envelope. No board (it is in `state`, whole and
+        # current) and no metadata: OpenEnv 0.10 serializes metadata twice, inside the observation
+        # and beside it, so the end-of-episode record (metrics, reward breakdown, scenario, audit)
+        # is offered in `state` once the episode is over, where it travels once and only on request.
         return ReleaseOpsObservation(text=text, error=error, outcome=ep.outcome,
-                                     episode_return=ep.episode_return, done=ep.done, reward=reward,
-                                     metadata=metadata)
+                                     episode_return=ep.episode_return, done=ep.done, reward=reward)
 
     @property
     def state(self) -> ReleaseOpsState:
@@ -174,6 +169,8 @@ class ReleaseOpsEnvironment(Environment):
         return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps, **config,
                                phase=catalog.PHASES[ep.world.stage], review_budget_remaining=ep.world.budget_left,
                                board=ep.board(), audit=ep.audit if ep.done else [],
+                               metrics=ep.metrics() if ep.done else {},
+                               reward_breakdown=self.rubric.breakdown() if ep.done else {},
                                episode_return=ep.episode_return, done=ep.done, outcome=ep.outcome)
 
     def get_metadata(self) -> EnvironmentMetadata:

@@ -9,6 +9,7 @@ spread over replicas, capacity-checked, telling a lost session by its code.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import concurrent.futures
 import contextlib
@@ -40,6 +41,7 @@ from client.errors import CLIENT_CLOSED, CONNECTION_LOST, SESSION_CLOSED, coded_
 from client.loop import LOOP
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
 from releaseops_arena.baselines import POLICIES, play
+from releaseops_arena import rewards
 from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 from tests.wire import open_socket, send, wait_for_free_slots
 from tests.live_server import (  # noqa: F401  (live_server: fixture)
@@ -111,12 +113,15 @@ def test_the_readme_snippet_runs_against_a_live_server(live_server):  # noqa: F8
     answer = local.ask_worker(first["worker"], "evidence_basis")
     assert lines[1] == f"{local.reward} False"
     assert lines[2] == answer
-    outcome, episode_return = lines[3].split()
+    assert lines[3] == "None"  # a valid call's reply has no `error`
+    outcome, episode_return = lines[4].split()
     assert outcome in ("safe_ship", "unsafe_ship", "missed_deadline")
     while not local.done:
         pending = [p for p in local._episode.board()["proposals"] if "status" not in p]
         local.approve_proposal(pending[0]["id"])
     assert (outcome, float(episode_return)) == (local.metrics["outcome"], local.reward)
+    breakdown = ast.literal_eval(lines[5])  # from state, once the episode is over
+    assert set(breakdown) == set(rewards.PARTS) and sum(breakdown.values()) == pytest.approx(local.reward)
 
 
 # ------------------------------------------------------------------ typed client
@@ -147,9 +152,12 @@ def check_typed_episode(results: list, state: ReleaseOpsState, local: dict) -> N
     last = steps[-1]
     assert last.observation.episode_return == pytest.approx(local["return"] - 0.25)
     assert last.observation.outcome == "safe_ship" and last.observation.done is True
-    assert last.metadata["metrics"] == last.observation.metadata["metrics"]
-    assert last.metadata["metrics"]["outcome"] == "safe_ship"
+    assert last.metadata == {} == last.observation.metadata  # the end-of-episode record is in state
     assert isinstance(state, ReleaseOpsState)
+    # The local run had no invalid call; this one had one, before the same calls.
+    assert (state.metrics["outcome"], state.metrics["invalid_actions"]) == ("safe_ship", 1)
+    assert state.metrics["episode_return"] == pytest.approx(local["return"] - 0.25)
+    assert sum(state.reward_breakdown.values()) == pytest.approx(local["return"] - 0.25)
     assert (state.done, state.outcome, state.seed, state.step_count) == (True, "safe_ship", 17, len(steps) + 1)
 
 

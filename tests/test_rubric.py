@@ -33,7 +33,8 @@ def test_the_rubric_total_is_the_engine_return_on_thousands_of_episodes():
             if not observation.done:  # the policy stopped: the engine scores the cut episode
                 observation = env.step(ReleaseOpsAction(tool_name="end_episode"))
             assert env.rubric.last_score == pytest.approx(observation.episode_return, abs=1e-6)
-            breakdown = observation.metadata["reward_breakdown"]
+            assert observation.metadata == {}  # the record is offered in state, once
+            breakdown = env.state.reward_breakdown
             assert breakdown == {name: child.last_score for name, child in env.rubric.named_children()}
             assert sum(breakdown.values()) == pytest.approx(local["return"], abs=1e-6)
             assert breakdown["outcome"] == rewards.OUTCOME_REWARD[observation.outcome]
@@ -45,6 +46,7 @@ def test_the_breakdown_reaches_a_generic_env_client(live_server):
     with GenericEnvClient(base_url=live_server).sync() as env:
         env.reset(split="heldout_seeds", index=4)
         result = env.step({"tool_name": "end_episode", "arguments": {}})
+        record = env.state()
     assert result.done
-    assert result.metadata["reward_breakdown"] == {"outcome": rewards.MISSED_DEADLINE, "budget": 0.0,
+    assert record["reward_breakdown"] == {"outcome": rewards.MISSED_DEADLINE, "budget": 0.0,
                                                    "invalid_calls": 0.0, "discoveries": 0.0}

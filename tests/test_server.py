@@ -30,7 +30,8 @@ async def play_session(base, index, episodes=3):
             assert remote["last"]["done"] is True
             assert remote["last"]["observation"]["episode_return"] == pytest.approx(local["return"])
             assert sum(remote["rewards"]) == pytest.approx(local["return"])
-            assert remote["last"]["metadata"]["metrics"] == json.loads(json.dumps(local["metrics"]))
+            state = await send(ws, {"type": "state"})
+            assert state["data"]["metrics"] == json.loads(json.dumps(local["metrics"]))
 
 
 def test_64_concurrent_sessions_match_the_engine_and_the_65th_is_refused(live_server):
@@ -202,8 +203,10 @@ def test_replies_carry_the_text_once_and_state_offers_the_current_board(live_ser
                     assert state["data"]["board"] == json.loads(json.dumps(episode.board()))
                     if not reply["data"]["done"]:
                         assert observation["metadata"] == {} and state["data"]["audit"] == []
-                # Once over: the final reply's metadata is small; the audit trail and the scenario come on request.
-                assert set(reply["data"]["metadata"]) == {"metrics", "reward_breakdown"}
+                # Once over: no reply carries metadata; metrics, breakdown, scenario and audit come on request.
+                assert "metadata" not in reply["data"] and observation["metadata"] == {}
+                assert state["data"]["metrics"] == json.loads(json.dumps(episode.metrics()))
+                assert sum(state["data"]["reward_breakdown"].values()) == pytest.approx(episode.episode_return)
                 assert observation["outcome"] == episode.outcome
                 assert {key: state["data"][key] for key in episode.config} == episode.config
                 assert state["data"]["audit"] == json.loads(json.dumps(episode.audit))
