@@ -128,15 +128,19 @@ def reply_bytes(results: dict) -> Optional[str]:
     if "load" not in results["server"] or "done_response_bytes" not in pl:
         return None
     row = at_64(results)
-    return (f"Reply size: ours' median step reply is {f0(row['ours_reply_bytes_p50'])} bytes against the text echo's "
-            f"{f0(row['text_echo_reply_bytes_p50'])} (the same text; the rest of the observation is "
-            f"`episode_return`, with `error` and `outcome` left out while null), and its p99 is "
-            f"{f0(row['ours_reply_bytes_p99'])} against {f0(row['text_echo_reply_bytes_p99'])}. An episode's last "
-            f"reply also carries the episode's metadata (metrics and the reward breakdown; the scenario and the "
-            f"audit trail are in `state`). In-process that reply is "
-            f"{f0(pl['done_response_bytes'])} bytes (median) for {f0(pl['done_metadata_bytes'])} bytes of metadata"
-            + (": OpenEnv's `serialize_observation` sends `metadata` twice, inside the observation and beside it."
-               if pl["done_response_bytes"] >= 2 * pl["done_metadata_bytes"] else "."))
+    text = (f"Reply size: ours' median step reply is {f0(row['ours_reply_bytes_p50'])} bytes against the text echo's "
+            f"{f0(row['text_echo_reply_bytes_p50'])}, its p99 {f0(row['ours_reply_bytes_p99'])} against "
+            f"{f0(row['text_echo_reply_bytes_p99'])}, for the same texts: the rest of ours' observation is "
+            f"`episode_return`, with `error` and `outcome` left out while null. ")
+    if pl["done_metadata_bytes"] <= 2:  # "{}"
+        return text + (f"An episode's last reply ({f0(pl['done_response_bytes'])} bytes in-process, median) carries "
+                       "no metadata: the end-of-episode record (metrics, reward breakdown, scenario, audit) is in "
+                       "`state`, because OpenEnv's `serialize_observation` sends `metadata` twice, inside the "
+                       "observation and beside it.")
+    return text + (f"An episode's last reply is {f0(pl['done_response_bytes'])} bytes in-process (median) for "
+                   f"{f0(pl['done_metadata_bytes'])} bytes of metadata"
+                   + (", which OpenEnv's `serialize_observation` sends twice, inside the observation and beside it."
+                      if pl["done_response_bytes"] >= 2 * pl["done_metadata_bytes"] else "."))
 
 
 def dispatch(results: dict) -> Optional[str]:
