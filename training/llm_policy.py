@@ -22,7 +22,7 @@ class LLMPolicy(Policy):
 
     def __init__(self, checkpoint: str, max_new_tokens: int = 256, temperature: float = 0.0, max_turns: int = 40):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from trl.chat_template_utils import add_response_schema, get_training_chat_template
 
         self.name = f"hf:{checkpoint}"
@@ -34,6 +34,8 @@ class LLMPolicy(Policy):
         self.model.eval()
         self.max_new_tokens, self.temperature, self.max_turns = max_new_tokens, temperature, max_turns
         self.tools = tool_functions()
+        self._new_cache = DynamicCache
+        self._cache, self._cached = DynamicCache(), []  # token ids whose keys and values the cache holds
 
     def begin(self, observation: str) -> None:
         self.messages = [{"role": "user", "content": SYSTEM_PROMPT + observation}]
@@ -46,17 +48,46 @@ class LLMPolicy(Policy):
     def _generate(self) -> dict:
         prompt = self.tokenizer.apply_chat_template(self.messages, tools=self.tools, chat_template=self.template,
                                                     add_generation_prompt=True, tokenize=False)
-        ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
-        kwargs = {"do_sample": self.temperature > 0, "max_new_tokens": self.max_new_tokens}
-        if self.temperature > 0:
-            kwargs["temperature"] = self.temperature
-        with self.torch.no_grad():
-            out = self.model.generate(**ids, **kwargs)
-        text = self.tokenizer.decode(out[0][ids["input_ids"].shape[1]:], skip_special_tokens=False)
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        text = self.tokenizer.decode(self._decode(ids), skip_special_tokens=False)
         try:
             return self.tokenizer.parse_response(text, prefix=prompt)
         except Exception:  # unparsable output: no tool call, the episode stalls
             return {"role": "assistant", "content": text}
+
+    def _decode(self, ids: list[int]) -> list[int]:
+        """Greedy (or sampled) continuation of `ids`, as `model.generate` would give it.
+
+        The key/value cache is kept across turns and episodes and cut back to the longest prefix
+        the new prompt shares with what it holds (the template is prefix-preserving, and every
+        episode opens with the same tool schemas), so a turn runs only its new tokens."""
+        torch = self.torch
+        keep = 0
+        for a, b in zip(self._cached, ids[:-1]):
+            if a != b:
+                break
+            keep += 1
+        if keep == 0:
+            self._cache, self._cached = self._new_cache(), []
+        elif keep < len(self._cached):
+            self._cache.crop(keep - len(self._cached))  # a negative count: the tokens to drop
+            self._cached = self._cached[:keep]
+        out: list[int] = []
+        step = ids[keep:]
+        with torch.no_grad():
+            for _ in range(self.max_new_tokens):
+                logits = self.model(input_ids=torch.tensor([step]), past_key_values=self._cache,
+                                    use_cache=True).logits[0, -1]
+                self._cached += step
+                if self.temperature > 0:
+                    token = int(torch.multinomial(torch.softmax(logits.float() / self.temperature, -1), 1))
+                else:
+                    token = int(logits.argmax())
+                out.append(token)
+                if token == self.tokenizer.eos_token_id:
+                    break
+                step = [token]
+        return out
 
     def act(self, view):
         if not self.queue:

@@ -23,7 +23,6 @@ from releaseops_arena.baselines import POLICIES
 from .collect import collect, load_conversations
 
 
-
 def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64, difficulty: str | None = None,
                          data: str | Path | None = None) -> list[list[dict]]:
     """Up to `n` conversations of expert episodes that shipped safely, from a collected dataset
@@ -44,45 +43,119 @@ def tool_functions():
     return [getattr(env, name) for name in TOOL_NAMES]
 
 
-def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", episodes: int = 64, epochs: int = 3,
-               lr: float = 3e-3, max_length: int = 6144, seed: int = 0, difficulty: str | None = None,
-               data: str | Path | None = None) -> dict:
-    """Fine-tune on assistant tokens of expert conversations; save to `out`. Returns loss history."""
+def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144) -> list[tuple]:
+    """(input ids, assistant mask) per conversation, rendered with the template TRL trains GRPO with
+    (prefix-preserving, with generation markers), so the warm start sees exactly GRPO's tokens."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.chat_template_utils import get_training_chat_template
 
-    torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path)
-    # Render with the template TRL trains GRPO with (prefix-preserving, with generation markers).
     template = get_training_chat_template(tokenizer) or tokenizer.chat_template
     tools = tool_functions()
     samples = []
-    for messages in expert_conversations(policy, n=episodes, difficulty=difficulty, data=data):
+    for messages in conversations:
         enc = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
                                             return_dict=True, return_assistant_tokens_mask=True)
         ids, mask = enc["input_ids"][:max_length], enc["assistant_masks"][:max_length]
         samples.append((torch.tensor(ids), torch.tensor(mask, dtype=torch.bool)))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    return samples
+
+
+def shared_prefix(samples: list[tuple]) -> int:
+    """Length of the token prefix every sample opens with (the system turn with the tool schemas)."""
+    first = samples[0][0]
+    n = min(len(s[0]) for s in samples)
+    for ids, *_ in samples[1:]:
+        same = (ids[:n] == first[:n]).int()
+        n = int(same.cumprod(0).sum())
+    return n
+
+
+def assistant_loss(model, ids, mask, prefix: int = 0, also=None):
+    """Mean next-token loss on the assistant tokens (and on the tokens `also` marks).
+
+    The output layer runs on those positions alone: with a vocabulary of some 13k tokens it would
+    otherwise cost more than the whole body. The first `prefix` tokens (the system turn every
+    conversation shares, two thirds of a tiny model's sequence) are run without gradient and
+    attended through the cache; the loss is the same, the step about twice as fast."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import DynamicCache
+
+    cache = None
+    if prefix:
+        with torch.no_grad():
+            cache = model.model(input_ids=ids[None, :prefix], past_key_values=DynamicCache(), use_cache=True).past_key_values
+    hidden = model.model(input_ids=ids[None, prefix:], past_key_values=cache, use_cache=prefix > 0).last_hidden_state[0]
+    wanted = mask if also is None else mask | also
+    targets = wanted[1:].nonzero().squeeze(-1)  # position t predicts token t + 1
+    targets = targets[targets >= prefix]
+    logits = model.lm_head(hidden[targets - prefix])
+    return F.cross_entropy(logits.float(), ids[targets + 1])
+
+
+def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", episodes: int = 64, epochs: int = 3,
+               lr: float = 3e-3, max_length: int = 6144, seed: int = 0, difficulty: str | None = None,
+               data: str | Path | None = None, conversations: list[list[dict]] | None = None,
+               max_minutes: float | None = None, copy_tokens: set[int] | None = None) -> dict:
+    """Fine-tune on assistant tokens of expert conversations (given, or see `expert_conversations`);
+    save to `out`. The learning rate warms up over 3% of the run and decays on a cosine, the run's
+    progress being the larger of steps done and time used (`max_minutes` of this process's CPU time,
+    so that a run paused with SIGSTOP keeps its budget). With `copy_tokens` (token
+    ids, such as the board ids) the loss also covers every such token anywhere in the conversation:
+    a tool result echoes the call's id, a claim names the ref its card lists, so the environment's
+    own text teaches the copying a call needs, at many more positions than the calls alone.
+    Returns the loss history."""
+    import math
+    import time
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    if conversations is None:
+        conversations = expert_conversations(policy, n=episodes, difficulty=difficulty, data=data)
+    samples = encode(tokenizer, conversations, max_length)
+    if copy_tokens:
+        table = torch.zeros(len(tokenizer), dtype=torch.bool)
+        table[list(copy_tokens)] = True
+        samples = [(ids, mask, table[ids]) for ids, mask in samples]
+    else:
+        samples = [(ids, mask, None) for ids, mask in samples]
+    prefix = max(0, shared_prefix(samples) - 1) if len(samples) > 1 else 0
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
     history = []
     rng = random.Random(seed)
+    total = epochs * len(samples)
+    start, step, stopped = time.process_time(), 0, False
     for _ in range(epochs):
         rng.shuffle(samples)
-        for ids, mask in samples:
-            labels = ids.clone()
-            labels[~mask] = -100
-            loss = model(input_ids=ids[None], labels=labels[None]).loss
+        for ids, mask, also in samples:
+            progress = step / total
+            if max_minutes:
+                progress = max(progress, (time.process_time() - start) / (60 * max_minutes))
+            if progress >= 1:
+                stopped = True
+                break
+            scale = min(1.0, progress / 0.03) * 0.5 * (1 + math.cos(math.pi * progress))
+            for group in optimizer.param_groups:
+                group["lr"] = lr * max(scale, 0.02)
+            loss = assistant_loss(model, ids, mask, prefix, also)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad()
             history.append(float(loss.detach()))
+            step += 1
+        if stopped:
+            break
     Path(out).mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    return {"losses": history, "samples": len(samples)}
+    return {"losses": history, "samples": len(samples), "steps": step,
+            "cpu_seconds": round(time.process_time() - start, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:

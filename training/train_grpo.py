@@ -85,18 +85,21 @@ def build_config(args, output_dir: str):
     )
 
 
-def TimeLimit(minutes: float):
-    """Stop training after `minutes` of wall time (checked after each step)."""
+def TimeLimit(minutes: float, clock=None):
+    """Stop training after `minutes` (checked after each step) of `clock`: wall time by default;
+    `time.process_time` gives a budget that a run paused with SIGSTOP does not spend."""
     import time
 
     from transformers import TrainerCallback
 
+    clock = clock or time.monotonic
+
     class _TimeLimit(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):
-            self.deadline = time.monotonic() + 60 * minutes
+            self.deadline = clock() + 60 * minutes
 
         def on_step_end(self, args, state, control, **kwargs):
-            if time.monotonic() > self.deadline:
+            if clock() > self.deadline:
                 control.should_training_stop = True
 
     return _TimeLimit()
@@ -107,8 +110,9 @@ def generation_batch_size(config) -> int:
     return config.per_device_train_batch_size * config.steps_per_generation * world
 
 
-def train(args) -> dict:
-    """Run GRPO; returns {'log_history', 'tools', 'output_dir'}. Closes every remote session it opened."""
+def train(args, clock=None) -> dict:
+    """Run GRPO; returns {'log_history', 'tools', 'output_dir'}. Closes every remote session it opened.
+    `clock` measures `--max-minutes` (wall time by default, see `TimeLimit`)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
@@ -126,7 +130,7 @@ def train(args) -> dict:
         factory = ReleaseOpsToolEnv
     trainer = GRPOTrainer(model=model, reward_funcs=[episode_metrics], args=config, train_dataset=dataset,
                           processing_class=tokenizer, environment_factory=factory,
-                          callbacks=[TimeLimit(args.max_minutes)] if args.max_minutes else None)
+                          callbacks=[TimeLimit(args.max_minutes, clock)] if args.max_minutes else None)
     tools = sorted(t.__name__ for t in trainer.tools)
     try:
         trainer.train()

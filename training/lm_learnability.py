@@ -1,0 +1,274 @@
+"""Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
+
+    python -m training.lm_learnability --minutes 60 --out runs/lm   # writes results/lm_learnability.json
+
+Stages, each timed: build an offline tokenizer (one token per board id) and a
+Qwen3-style model; collect warm-start episodes of the oracle on the train split
+(easy) in OpenEnv's collect format, which is TRL's tool-loop conversation
+(`training/collect.py`); supervised warm start on their assistant tokens;
+evaluate on held-out seeds (easy); GRPO with TRL's `environment_factory`
+(`training/train_grpo.py`, the environment owns the reward); evaluate again on
+the same held-out episodes. The evaluation plays the checkpoint through the
+harness's own `hf:` policy (greedy decoding), exactly as
+`python -m training.evaluate --policy hf:<dir>` does.
+
+`results/lm_learnability.json` (what `run` returns; `markdown(results)` renders it):
+
+    {"config": {minutes, seed, n_eval, split, difficulty, settings: SETTINGS as run, vocab, parameters,
+                warm_start_episodes, grpo_minutes},
+     "stages": {"build" | "collect" | "sft" | "eval_sft" | "grpo" | "eval_grpo" | "total": {"wall_s", "cpu_s"}},
+     "sft": {"steps", "loss_first", "loss_last"}, "grpo": {"steps", "rewards": [mean reward per step]},
+     "eval": {"warm start (SFT)": SUMMARY, "SFT + GRPO": SUMMARY},
+     "grpo_beats_warm_start": bool,        # return intervals do not overlap, warm start's below
+     "calls_collapse": bool,               # GRPO's calls/episode under half the warm start's
+     "targets": {"sft_valid_calls_90": bool, "sft_finished_50": bool, "grpo_gain": bool},
+     "variants": [{"name", "note", "valid_calls", "finished", "calls_per_episode", "mean_return",
+                   "measured_with"}]}       # every variant tried, strings as measured
+
+SUMMARY: {"episodes", "calls_per_episode": {"mean", "ci95"}, "invalid_rate": {"rate", "ci95", "n"},
+"finished": {"rate", "ci95", "n"}, "safe_ship": {...}, "unsafe_ship": {...}, "missed_deadline": {...},
+"mean_return": {"mean", "ci95"}}; rates are fractions with Wilson intervals, means with normal
+intervals (training.evaluate). "Finished" is an episode the release ended (shipped or its deadline
+passed), not one cut because the model stopped calling tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from releaseops_arena.splits import task_scenario
+
+from .collect import collect, load_conversations
+from .evaluate import mean_ci, rate, run_episodes, summarize
+
+SPLIT, DIFFICULTY = "heldout_seeds", "easy"
+RESULTS = Path("results/lm_learnability.json")
+# The run's settings (every key can be overridden through `run(settings=...)`).
+SETTINGS = {
+    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": True,  # model
+    "warm_policy": "oracle", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": True,  # warm start
+    "num_generations": 4, "batch_size": 4, "grpo_lr": 2e-4, "max_completion_length": 1024,  # GRPO
+    "max_tool_calls": 12, "temperature": 1.0, "rows": 4096,
+}
+# Shares of the budget for the two timed stages; building, collecting and the two evaluations
+# take what they take (measured and reported).
+SFT_SHARE, GRPO_SHARE = 0.40, 0.30
+
+
+def warm_conversations(policy: str, n: int, seed: int = 0) -> list[list[dict]]:
+    """`n` safe-ship train episodes of `policy` (easy), collected in OpenEnv's format and loaded back."""
+    with tempfile.TemporaryDirectory() as tmp:
+        collect(policy, "train", n, Path(tmp), DIFFICULTY, progress=False)
+        return load_conversations(Path(tmp))
+
+
+def evaluation(checkpoint: str | Path, n: int) -> dict:
+    """SUMMARY of a checkpoint on the first `n` held-out easy tasks (see the module docstring)."""
+    from .evaluate import _LOADED
+
+    name = f"hf:{checkpoint}"
+    scenario_list = [task_scenario(SPLIT, i, DIFFICULTY) for i in range(n)]
+    episodes = [runs[0] for runs in run_episodes(name, scenario_list, progress=False)]
+    _LOADED.pop(name, None)  # a checkpoint directory is rewritten between stages
+    return summary(episodes)
+
+
+def summary(episodes: list[dict]) -> dict:
+    m = summarize(episodes)
+    calls = [e["tool_calls"] for e in episodes]
+    return {"episodes": m["episodes"],
+            "calls_per_episode": {"mean": round(sum(calls) / len(calls), 3), "ci95": mean_ci(calls)},
+            "invalid_rate": m["invalid_action"],
+            "finished": rate(sum(bool(e["terminated"]) for e in episodes), len(episodes)),
+            **{k: m[k] for k in ("safe_ship", "unsafe_ship", "missed_deadline", "mean_return")}}
+
+
+def parameters(path: Path) -> int:
+    from transformers import AutoModelForCausalLM
+
+    return sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(path).parameters())
+
+
+def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, settings: dict | None = None) -> dict:
+    """The whole experiment within about `minutes` of CPU time on one core; returns the results dict
+    (module docstring). Stage budgets count this process's CPU time, so a run paused with SIGSTOP
+    (a quiet window on a shared machine) keeps them; `stages` reports wall and CPU seconds."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from . import train_grpo
+    from .sft_warmup import warm_start
+    from .tiny_model import build, id_token_ids
+
+    torch.set_num_threads(1)
+    cfg = {**SETTINGS, **(settings or {})}
+    out_dir = Path(out_dir)
+    stages: dict[str, dict] = {}
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    clock = [wall0, cpu0]
+
+    def lap(name: str) -> None:
+        wall, cpu = time.monotonic(), time.process_time()
+        stages[name] = {"wall_s": round(wall - clock[0], 1), "cpu_s": round(cpu - clock[1], 1)}
+        clock[:] = [wall, cpu]
+
+    base = build(out_dir / "base", cfg["vocab_size"], cfg["hidden"], cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"],
+                 copy_head=cfg["copy_head"])
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    lap("build")
+    conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed)
+    lap("collect")
+    sft_dir = out_dir / "sft"
+    warm = warm_start(base, sft_dir, conversations=conversations, epochs=100, lr=cfg["sft_lr"], seed=seed,
+                      max_minutes=SFT_SHARE * minutes, copy_tokens=id_token_ids(tokenizer) if cfg["copy_loss"] else None)
+    lap("sft")
+    before = evaluation(sft_dir, n_eval)
+    lap("eval_sft")
+    grpo_dir = out_dir / "grpo"
+    used = (time.process_time() - cpu0) / 60
+    grpo_minutes = max(1.0, min(GRPO_SHARE * minutes, minutes - used - stages["eval_sft"]["cpu_s"] / 60 - 0.5))
+    args = train_grpo.parser().parse_args([
+        "--model", str(sft_dir), "--cpu", "--steps", "100000", "--max-minutes", str(grpo_minutes),
+        "--num-generations", str(cfg["num_generations"]), "--batch-size", str(cfg["batch_size"]),
+        "--max-completion-length", str(cfg["max_completion_length"]),
+        "--max-tool-calls", str(cfg["max_tool_calls"]), "--rows", str(cfg["rows"]), "--difficulty", DIFFICULTY,
+        "--lr", str(cfg["grpo_lr"]), "--temperature", str(cfg["temperature"]), "--seed", str(seed),
+        "--output-dir", str(grpo_dir)])
+    trained = train_grpo.train(args, clock=time.process_time)
+    lap("grpo")
+    after = evaluation(grpo_dir, n_eval)
+    lap("eval_grpo")
+    stages["total"] = {"wall_s": round(time.monotonic() - wall0, 1), "cpu_s": round(time.process_time() - cpu0, 1)}
+    rewards = [h["reward"] for h in trained["log_history"] if "reward" in h]
+    losses = warm["losses"]
+    return {
+        "config": {"minutes": minutes, "seed": seed, "n_eval": n_eval, "split": SPLIT, "difficulty": DIFFICULTY,
+                   "settings": cfg, "vocab": len(tokenizer), "parameters": parameters(base),
+                   "warm_start_episodes": len(conversations), "grpo_minutes": round(grpo_minutes, 2)},
+        "stages": stages,
+        "sft": {"steps": warm["steps"], "loss_first": round(losses[0], 4),
+                "loss_last": round(sum(losses[-50:]) / len(losses[-50:]), 4)},
+        "grpo": {"steps": len(rewards), "rewards": rewards},
+        "eval": {"warm start (SFT)": before, "SFT + GRPO": after},
+        **verdict(before, after),
+        "variants": [],
+    }
+
+
+def verdict(before: dict, after: dict) -> dict:
+    gain = after["mean_return"]["ci95"][0] > before["mean_return"]["ci95"][1]
+    collapse = after["calls_per_episode"]["mean"] < 0.5 * before["calls_per_episode"]["mean"]
+    return {"grpo_beats_warm_start": gain, "calls_collapse": collapse,
+            # No call at all is no valid call: the rate is undefined, the target not met.
+            "targets": {"sft_valid_calls_90": before["invalid_rate"]["n"] > 0 and 1 - before["invalid_rate"]["rate"] >= 0.9,
+                        "sft_finished_50": before["finished"]["rate"] >= 0.5,
+                        "grpo_gain": gain and not collapse}}
+
+
+def variant_row(name: str, note: str, m: dict, measured_with: str) -> dict:
+    """A row of the variants table from a SUMMARY (valid calls, finished, calls/episode, return)."""
+    bad = m["invalid_rate"]
+    valid = "no calls" if not bad["n"] else _pct({"rate": 1 - bad["rate"], "ci95": [1 - bad["ci95"][1], 1 - bad["ci95"][0]]})
+    return {"name": name, "note": note, "valid_calls": valid, "finished": _pct(m["finished"]),
+            "calls_per_episode": _mean(m["calls_per_episode"], 2), "mean_return": _mean(m["mean_return"]),
+            "measured_with": measured_with}
+
+
+def _pct(metric: dict) -> str:
+    if metric["rate"] is None:
+        return "n/a"
+    lo, hi = metric["ci95"]
+    return f"{100 * metric['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def _mean(metric: dict, digits: int = 3) -> str:
+    lo, hi = metric["ci95"]
+    return f"{metric['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def markdown(results: dict) -> str:
+    """The report's section: setup, stage times, before/after with 95% intervals, verdict, variants.
+    A results file holding only the variants tried (no completed run) renders that table alone."""
+    if "eval" not in results:
+        return "\n".join(["No complete run of `python -m training.lm_learnability` is recorded yet.", ""]
+                         + _variants(results))
+    c, s, k = results["config"], results["stages"], results["config"]["settings"]
+    lines = [
+        f"Model: Qwen3-style, {c['parameters'] / 1e6:.1f}M parameters ({k['layers']} layers, hidden {k['hidden']}), "
+        f"vocabulary {c['vocab']} with one token per board id. Warm start on {c['warm_start_episodes']} "
+        f"{k['warm_policy']} episodes (train split, easy; {results['sft']['steps']} steps, loss "
+        f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
+        f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
+        f"lr {k['grpo_lr']}). Evaluated greedily on {c['n_eval']} {c['split']} episodes ({c['difficulty']}), the "
+        f"same episodes before and after. Seed {c['seed']}, one CPU core.",
+        "",
+        "Time per stage (wall / CPU s): " + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items())
+        + ".",
+        "",
+        "| model | calls / episode | invalid calls % | finished % | safe ship % | unsafe ship % | "
+        "missed deadline % | mean return |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, m in results["eval"].items():
+        lines.append(f"| {label} | {_mean(m['calls_per_episode'], 2)} | {_pct(m['invalid_rate'])} | "
+                     f"{_pct(m['finished'])} | {_pct(m['safe_ship'])} | {_pct(m['unsafe_ship'])} | "
+                     f"{_pct(m['missed_deadline'])} | {_mean(m['mean_return'])} |")
+    t = results["targets"]
+    yes = {True: "met", False: "not met"}
+    lines += ["", f"Targets: warm start ≥ 90% valid calls: {yes[t['sft_valid_calls_90']]}; ≥ 50% finished: "
+              f"{yes[t['sft_finished_50']]}; GRPO raises mean return with non-overlapping intervals, calls per "
+              f"episode not collapsed: {yes[t['grpo_gain']]}"
+              + (" (calls per episode fell under half)" if results["calls_collapse"] else "") + "."]
+    return "\n".join(lines + [""] + _variants(results))
+
+
+def _variants(results: dict) -> list[str]:
+    if not results.get("variants"):
+        return []
+    lines = ["Every variant tried (held-out easy episodes, greedy):", "",
+             "| variant | valid calls % | finished % | calls / episode | mean return | measured with |",
+             "|---|---|---|---|---|---|"]
+    for v in results["variants"]:
+        lines.append(f"| {v['name']}: {v['note']} | {v['valid_calls']} | {v['finished']} | "
+                     f"{v['calls_per_episode']} | {v['mean_return']} | {v['measured_with']} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget for the whole run")
+    parser.add_argument("--out", type=Path, default=Path("runs/lm"), help="checkpoints go here")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-n", "--n-eval", type=int, default=100, help="held-out easy episodes per evaluation")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help=f"override a setting ({', '.join(SETTINGS)}); values are JSON")
+    parser.add_argument("--variant", default=None, help="name this run in the variants table")
+    args = parser.parse_args(argv)
+    settings = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in SETTINGS or not value:
+            parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)}")
+        settings[key] = json.loads(value)
+    results = run(args.minutes, args.out, args.seed, args.n_eval, settings)
+    # Earlier runs' rows are kept: the table lists every variant tried, this run's rows last.
+    previous = json.loads(args.results.read_text()).get("variants", []) if args.results.exists() else []
+    name = args.variant or f"run {len(previous) // 2 + 1}"
+    note = ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
+    steps = f"{results['sft']['steps']} SFT steps"
+    results["variants"] = previous + [
+        variant_row(f"{name} warm start", note, results["eval"]["warm start (SFT)"], f"{args.n_eval} episodes, {steps}"),
+        variant_row(f"{name} + GRPO", note, results["eval"]["SFT + GRPO"],
+                    f"{args.n_eval} episodes, {results['grpo']['steps']} GRPO steps")]
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(results, indent=1))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
