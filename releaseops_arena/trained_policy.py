@@ -3,13 +3,17 @@
 Each turn, every valid tool call on the board is a candidate (approve or block
 each pending proposal under each relevant rule, inspect each of its artifacts,
 ask its worker each question, hold); `features` describes a candidate from
-visible information only. `training/structured_policy.py` trains an MLP over
+visible information only, including the reference planner's reading of its
+proposal (`read`: the posterior that it is a shortcut from the published
+tables, the artifact that would settle it, the risk a ship carries), which
+names no family or mechanism and so reads an unseen family as it reads the
+seen ones. `training/structured_policy.py` trains an MLP over
 these features with torch; its export writes the weights as JSON
 (`trained_policy.json`, beside this module), and `TrainedPolicy` replays them here in plain
 Python, so the engine, the web board and the Space image play the trained
 policy without torch:
 
-    python -m training.structured_policy --export runs/structured_v2.pt releaseops_arena/trained_policy.json
+    python -m training.structured_policy --export runs/structured.pt releaseops_arena/trained_policy.json
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from .catalog import ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
-from .policy import Policy, evidence_violation, rules_for
+from .catalog import ALL_FAMILIES, ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
+from .planner import _ONE_FAMILY_REQUESTS, _SITE_REQUESTS, ReferencePlanner
+from .policy import DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_for, seen_violation, wording_of
+from .workers import ANSWERS
 from .rendering import View
 from .tool_env import ReleaseOpsToolEnv
 
@@ -33,15 +39,15 @@ REQUESTS = ["ship", "delay", "paperwork", "change"]
 RISKS = ["payments", "checkout", "severity", "deploy", "ship", "docs", "observability", "ci"]
 HINTS = ["veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave"]
 VOICES = ["Certain:", "Per runbook", "should be fine"]
-PHRASES = ["disabl", "flaky", "though", "exempt", "in flight", "test cleanup", "few reports", "hotfix process",
-           "Canary deployed", "Canary green", "Canary started", "Real fix", "Fix for P1", "full canary", "cosmetic",
-           "re-run", "first run", "quiet since", "verified", "fixed for real"]
-REVEALING_ANSWERS = ["disabl", "Runbook v1 (2023)", "filed it P3", "was not run", "stalled", "until a re-run",
-                     "never reached", "errors continue"]
 RULES = list(RULE_IDS)
+# How a site's claim is worded, by kind, whatever its mechanism: an unseen family's claims are
+# worded in the same kinds, where a list of seen families' phrases would not fire.
+WORDING_KINDS = ["explicit", "plain", 1, 2]
+# log(P(answer | shortcut) / P(answer | correct)) of each published medium answer, by its opening words.
+ANSWER_LLR = {text.split("{")[0]: math.log(bad / ok) for options in ANSWERS.values() for text, bad, ok in options}
 
 WEIGHTS = Path(__file__).with_name("trained_policy.json")
-EXPORT_COMMAND = ("python -m training.structured_policy --export runs/structured_v2.pt "
+EXPORT_COMMAND = ("python -m training.structured_policy --export runs/structured.pt "
                   "releaseops_arena/trained_policy.json")
 FORMAT = "releaseops-arena/trained-policy/1"
 
@@ -51,12 +57,15 @@ def onehot(value, options) -> list[float]:
 
 
 # Length of the target-proposal part of a feature vector (zeros for a hold).
-TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES) + len(PHRASES)
-              + 1 + 1 + len(RULES) + 1 + 1 + 1 + len(RULES) + 1 + 3)
+READING_DIM = 10 + len(WORDING_KINDS) + len(RULES) + 5
+TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES)
+              + 1 + 1 + len(RULES) + 1 + 1 + len(RULES) + 1 + 3 + READING_DIM)
 
 
-def features(view: View, action: str, p: dict | None, rule: str | None = None, ref: str | None = None) -> list[float]:
-    """The candidate's feature vector: global clock and budget, the action, the target proposal."""
+def features(view: View, action: str, p: dict | None, rule: str | None = None, ref: str | None = None,
+             reading: dict | None = None) -> list[float]:
+    """The candidate's feature vector: global clock and budget, the action, the target proposal
+    (with `reading`, the planner's view of it, computed here unless `candidates` passes it)."""
     b = view.board
     spare = view.spare_phases()
     g = [*onehot(b["phase"], PHASES), b["hours_to_deadline"] / 60, *onehot(min(max(spare, 0), 3), range(4)),
@@ -75,14 +84,79 @@ def features(view: View, action: str, p: dict | None, rule: str | None = None, r
          *onehot(p["confidence"], ["low", "medium", "high"]), *onehot(min(len(p["refs"]), 2), range(3)),
          recent["incorrect"] / max(1, recent["correct"] + recent["incorrect"]),
          *onehot(stats["hint"] if stats else None, HINTS),
-         *[1.0 if v in claim else 0.0 for v in VOICES], *[1.0 if w.lower() in claim.lower() else 0.0 for w in PHRASES],
+         *[1.0 if v in claim else 0.0 for v in VOICES],
          1.0 if (p["worker"], p["request"], claim) in view.blocked_claims else 0.0,
          1.0 if evidence else 0.0, *[1.0 if r in found else 0.0 for r in RULES],
          1.0 if any(e.get("kind") == "deploy_checks" and e.get("status") == "passed" for e in evidence) else 0.0,
-         1.0 if answer else 0.0, 1.0 if any(w in answer for w in REVEALING_ANSWERS) else 0.0,
+         1.0 if answer else 0.0,
          *onehot(rule, RULES), 1.0 if rule and rule in found else 0.0,
-         *ref_features(view, p, ref)]
+         *ref_features(view, p, ref),
+         *reading_features(reading if reading is not None else read(view, p), rule, ref)]
     return g + a + t
+
+
+# ------------------------------------------------------------------ the planner's reading
+
+def _planner(view: View) -> ReferencePlanner:
+    """A reference planner whose state is rebuilt from the view: the families still possible
+    (a request only one family has names it) and the clue level. The level is always "subtle":
+    the view does not keep the opening budget the planner reads it from, and on easy, where
+    wording settles a site, the wording-kind features carry that instead."""
+    planner = ReferencePlanner()
+    planner.clues = "subtle"
+    planner.families = tuple(f for f in ALL_FAMILIES if not set(_SITE_REQUESTS[f]) & _ONE_FAMILY_REQUESTS)
+    for q in view.proposals.values():
+        if q["request"] in _ONE_FAMILY_REQUESTS:
+            planner.families = tuple(f for f in ALL_FAMILIES if q["request"] in _SITE_REQUESTS[f])
+    return planner
+
+
+def _doubt(planner: ReferencePlanner, view: View, p: dict) -> tuple[float, str | None]:
+    families = planner.families
+    prob, rule = planner.doubt(view, p)
+    planner.families = families  # doubt narrows them as it reads; the view already did
+    return prob, rule
+
+
+def read(view: View, p: dict, planner: ReferencePlanner | None = None) -> dict:
+    """What the reference planner makes of proposal `p`, from the generator's published tables and
+    the board only: P(shortcut) and the rule it would break, the artifact that would settle it, and
+    for the ship the accumulated risk of sites approved unseen. None of it names a mechanism or a
+    family, so it reads an unseen family's sites as it reads the seen ones."""
+    planner = planner or _planner(view)
+    prob, rule = _doubt(planner, view, p)
+    match = wording_of(p["claim"])
+    risk = {r: 0.0 for r in RULES}
+    if p["request"] == "ship_release_candidate":
+        for q in view.proposals.values():
+            if q.get("status") == "approved" and q["request"] != "ship_release_candidate" \
+                    and not seen_violation(view, q)[1]:
+                q_prob, q_rule = _doubt(planner, view, q)
+                if q_rule:
+                    risk[q_rule] = 1 - (1 - risk[q_rule]) * (1 - q_prob)
+        shown, looked = seen_violation(view, p)
+        if looked and not shown:
+            risk["S3"] = 0.0
+        if shown:
+            risk[shown] = 1.0
+    answer = view.answers.get(p["id"], "")
+    decisive = planner.decisive_ref(p) if rule else None
+    return {"prob": prob if rule else 0.0, "rule": rule, "decisive": decisive, "decisive_seen": decisive in view.evidence,
+            "fix": is_fix(p), "delay": p["request"] in DELAY_REQUESTS, "ship": p["request"] == "ship_release_candidate",
+            "kind": match[1] if match else None, "risk": risk,
+            "answer": next((v for k, v in ANSWER_LLR.items() if answer.startswith(k)), 0.0)}
+
+
+def reading_features(r: dict, rule: str | None, ref: str | None) -> list[float]:
+    """The reading as numbers, with the planner's thresholds (block an unseen site at 0.55, or at
+    0.8 without a spare phase; block the ship on a belief of 0.45) as indicators a small net need not find."""
+    prob, site = r["prob"], r["rule"] is not None
+    belief = r["risk"].get(rule, 0.0) if rule else 0.0
+    return [prob, min(prob, 1 - prob), 1.0 if site else 0.0, 1.0 if r["fix"] else 0.0, 1.0 if r["delay"] else 0.0,
+            1.0 if r["ship"] else 0.0, 1.0 if rule is not None and rule == r["rule"] else 0.0,
+            1.0 if ref is not None and ref == r["decisive"] else 0.0, 1.0 if r["decisive_seen"] else 0.0, r["answer"],
+            *onehot(r["kind"], WORDING_KINDS), *[r["risk"][k] for k in RULES], belief, 1.0 if site and prob >= 0.55 else 0.0, 1.0 if site and prob >= 0.8 else 0.0,
+            1.0 if belief >= 0.45 else 0.0, 1.0 if belief >= 1.0 else 0.0]
 
 
 def ref_features(view: View, p: dict, ref: str | None) -> list[float]:
@@ -101,20 +175,23 @@ def candidates(view: View) -> list[tuple[str, dict, list[float]]]:
     pending = view.pending()
     can_look = view.can_look()
     asked = set()
+    planner = _planner(view)
     for p in pending:
-        out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p)))
-        for r in rules_for(p):
-            out.append(("block_proposal", {"proposal_id": p["id"], "rule_id": r}, features(view, "block", p, rule=r)))
+        r = read(view, p, planner)  # once per proposal: every candidate on it shares the reading
+        out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p, reading=r)))
+        for rule in rules_for(p):
+            out.append(("block_proposal", {"proposal_id": p["id"], "rule_id": rule},
+                        features(view, "block", p, rule=rule, reading=r)))
         if can_look:
             for ref in p["refs"]:
                 if ref not in view.inspected_this_phase:
                     tool, args = inspect_call(ref)
-                    out.append((tool, args, features(view, tool, p, ref=ref)))
+                    out.append((tool, args, features(view, tool, p, ref=ref, reading=r)))
             if p["worker"] not in asked:
                 asked.add(p["worker"])
                 for q in QUESTION_TYPES:
                     out.append(("ask_worker", {"worker_id": p["worker"], "question_type": q},
-                                features(view, f"ask:{q}", p)))
+                                features(view, f"ask:{q}", p, reading=r)))
     out.append(("hold_release", {"reason_code": "risk_too_high"}, features(view, "hold", None)))
     return out
 

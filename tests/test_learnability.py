@@ -10,7 +10,12 @@ from releaseops_arena.splits import task_scenario
 from training import learnability as lb
 from training import lm_learnability as lm
 from training import structured_policy as sp
-from training.evaluate import run_episodes
+from training.evaluate import evaluate, run_episodes
+
+
+def episodes(n):
+    return [runs[0] for runs in run_episodes("rule", [task_scenario("heldout_seeds", i, "easy") for i in range(n)],
+                                             progress=False)]
 
 
 def result(safe, ret, width=0.02):
@@ -57,19 +62,13 @@ def test_behaviour_shows_the_demo_seeds_before_and_after_and_the_first_task_wher
 
 
 def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(checkpoint, tmp_path):
-    calibration = json.loads(open("results/calibration.json").read())
-    calibration["n"] = 4  # the stored intervals stand in for a 4-task calibration
-    (tmp_path / "cal.json").write_text(json.dumps(calibration))
-    episodes = [runs[0] for runs in run_episodes("rule", [task_scenario("heldout_seeds", i, "easy") for i in range(4)],
-                                                  progress=False)]
-    before = after = lm.summary(episodes)
-    lm_results = {"config": {"minutes": 1, "seed": 0, "n_eval": 4, "split": "heldout_seeds", "difficulty": "easy",
-                             "model": {"hidden": 8, "layers": 1, "vocab": 10, "parameters": 100},
-                             "warm_start": {"policy": "oracle", "episodes": 2}, "grpo": {"num_generations": 2, "lr": 1}},
-                  "stages": {"total": 1.0}, "sft": {}, "grpo": {"steps": 1, "curve": [[1, 0.1], [2, 0.3]]},
-                  "eval": {"warm start (SFT)": before, "SFT + GRPO": after}, **lm.verdict(before, after),
-                  "variants": []}
-    (tmp_path / "lm.json").write_text(json.dumps(lm_results))
+    # A 4-task calibration in training.calibrate's layout, naive standing in for every exploit.
+    slices = {f"{split}/{d}": dict.fromkeys(lb.EXPLOITS, evaluate("naive", split, 4, d, progress=False))
+              for split, d in lb.SLICES}
+    (tmp_path / "cal.json").write_text(json.dumps({"n": 4, "slices": slices}))
+    # An LM run still going has recorded only its variants; the report renders that much.
+    (tmp_path / "lm.json").write_text(json.dumps({"variants": [lm.variant_row(
+        "A", "a note", lm.summary(episodes(4)), "4 episodes")]}))
     docs, out = tmp_path / "docs", tmp_path / "learnability.json"
     lb.main(["--structured-checkpoint", str(checkpoint), "--lm-results", str(tmp_path / "lm.json"), "-n", "4",
              "--search", "3", "--calibration", str(tmp_path / "cal.json"), "--docs", str(docs), "--out", str(out)])
@@ -79,12 +78,25 @@ def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(ch
     assert {"rule", "planner", "warm start", "trained"} == set(part["results"])
     assert set(part["exploits"]) == set(lb.EXPLOITS)
     text = (docs / "learnability.md").read_text()
-    assert "Read from" in text and "evaluated by this command" in text
-    for png in ("structured_curve", "bars_heldout_seeds", "bars_unseen_family", "lm_curve"):
+    assert "Read from" in text and "evaluated by this command" in text and "a note" in text
+    for png in ("structured_curve", "bars_heldout_seeds", "bars_unseen_family"):
         assert (docs / f"learnability_{png}.png").stat().st_size > 1000, png
+    # Later LM results (here with GRPO rewards): only the LM section is read again, the structured
+    # numbers stay as measured, without replaying a single episode.
+    (tmp_path / "lm.json").write_text(json.dumps({**json.loads((tmp_path / "lm.json").read_text()),
+                                                  "grpo": {"steps": 2, "rewards": [0.1, 0.3]}}))
+    lb.main(["--rerender", "--lm-results", str(tmp_path / "lm.json"), "-n", "4", "--calibration",
+             str(tmp_path / "cal.json"), "--docs", str(docs), "--out", str(out)])
+    again = json.loads(out.read_text())
+    assert again["structured"] == data["structured"] and again["command"] == data["command"]
+    assert again["lm_curve"] and (docs / "learnability_lm_curve.png").stat().st_size > 1000
 
 
 def test_a_task_count_other_than_the_calibrations_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        lb.main(["--structured-checkpoint", "runs/none.pt", "--lm-minutes", "0", "-n", "7"])
+        lb.main(["--lm-minutes", "0", "-n", "7", "--calibration", str(tmp_path / "none.json")])
+    assert "python -m training.calibrate -n 7" in capsys.readouterr().err
+    (tmp_path / "cal.json").write_text(json.dumps({"n": 500, "slices": {}}))
+    with pytest.raises(SystemExit):
+        lb.main(["--lm-minutes", "0", "-n", "7", "--calibration", str(tmp_path / "cal.json")])
     assert "must come from the same tasks" in capsys.readouterr().err

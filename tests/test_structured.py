@@ -101,9 +101,9 @@ def test_a_trained_policy_plays_through_the_evaluation_harness(tmp_path):
 
 def test_training_keeps_the_best_validated_checkpoint(tmp_path):
     seen = []
-    result = sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=6, seed=3, warm_start="rule",
+    result = sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=6, seed=0, warm_start="rule",
                       warm_episodes=16, lr=0.05, validate_every=2, validation_episodes=8, out=tmp_path / "w.pt",
-                      callback=lambda step, model, score: seen.append((step, score)))
+                      difficulty="medium", callback=lambda step, model, score: seen.append((step, score)))
     assert [step for step, _ in seen] == [0, 2, 4, 6]
     best_step, best_score = max(seen, key=lambda s: s[1])
     assert result["best_step"] == best_step != 6  # with this seed the last weights are not the best
@@ -180,3 +180,64 @@ def test_the_features_have_one_home():
     from releaseops_arena import trained_policy
 
     assert sp.features is trained_policy.features and sp.candidates is trained_policy.candidates
+
+
+def reading_of(view, p):
+    from releaseops_arena.trained_policy import read
+
+    return read(view, p)
+
+
+def test_the_planners_reading_moves_with_every_cue_it_weighs():
+    """The posterior of a site moves with its proposer's record and hint, its voice and its confidence,
+    and the reading points inspections at the artifact that settles the site."""
+    _, view = tracker(seed=5)
+    site = next(p for p in view.pending() if reading_of(view, p)["rule"])
+    base = reading_of(view, site)
+    assert 0.0 < base["prob"] < 1.0 and base["decisive"] in site["refs"]
+    worse = copy.deepcopy(view)
+    for w in worse.board["worker_stats"]:
+        if w["worker"] == site["worker"]:
+            w["recent"] = {"correct": 0, "incorrect": 4}
+    assert reading_of(worse, site)["prob"] > base["prob"], "track record"
+    for change in ({"confidence": "low" if site["confidence"] != "low" else "high"},
+                   {"claim": "Certain: " + site["claim"]}):
+        assert reading_of(view, {**site, **change})["prob"] != base["prob"], change
+    inspect = [x for tool, args, x in sp.candidates(view) if tool.startswith("inspect") and
+               next(iter(args.values())) in site["refs"]]
+    at = len(inspect[0]) - sp.READING_DIM + 7  # the reading's "opens the decisive artifact" entry
+    assert sorted(x[at] for x in inspect) == [0.0] * (len(inspect) - 1) + [1.0]
+
+
+def test_an_unseen_familys_sites_are_read_like_the_seen_ones():
+    """The reading names no family or mechanism: on the held-out families, whose mechanisms never
+    appear in train, the sites still get a posterior and a rule to block under."""
+    probs = []
+    for scenario in scenarios("unseen_family", 30, "medium"):
+        view = sp.Tracker(json.loads(ReleaseOpsToolEnv().reset(**scenario)))
+        for p in view.pending():
+            r = reading_of(view, p)
+            assert set(r) == {"prob", "rule", "decisive", "decisive_seen", "fix", "delay", "ship", "kind", "risk",
+                              "answer"}
+            if r["rule"]:
+                probs.append(r["prob"])
+    assert len(probs) >= 30 and len({round(p, 3) for p in probs}) > 5
+
+
+def test_the_ships_risk_adds_up_the_sites_approved_unseen():
+    env, view = tracker(seed=5)
+    approved = []
+    while view.board["phase"] != "ship_decision":
+        p = view.pending()[0]
+        if reading_of(view, p)["rule"]:
+            approved.append(reading_of(view, p))
+        view.note_call("approve_proposal", {"proposal_id": p["id"]})
+        view.update(json.loads(env.approve_proposal(p["id"])))
+    ship = next(p for p in view.pending() if p["request"] == "ship_release_candidate")
+    risk = reading_of(view, ship)["risk"]
+    for rule in risk:
+        expect = 1.0
+        for r in approved:
+            expect *= 1 - r["prob"] if r["rule"] == rule else 1.0
+        assert risk[rule] == pytest.approx(1 - expect, abs=0.05), rule
+    assert max(risk.values()) > 0

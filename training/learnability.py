@@ -49,10 +49,10 @@ SLICES = [(split, d) for d in ("medium", "hard") for split in EVALUATION_SPLITS]
 EXPLOITS = ("blind", "blind_probe", "cue_only", "naive", "always_hold", "always_approve", "inspect_everything",
             "block_everything", "random")
 COMPARED = ("safe_ship", "mean_return")
-# The structured policy's training when this command trains it (structured_policy.train's arguments).
-RECIPE = {"minutes": 24.0, "difficulty": None, "warm_start": "planner", "warm_episodes": 3000, "warm_epochs": 6,
-          "kl_coef": 0.05, "entropy_coef": 0.01, "lr": 1e-3, "group": 8, "scenarios_per_step": 16,
-          "validate_every": 50, "validation_episodes": 500}
+# The structured policy's training when this command trains it: structured_policy.train's defaults
+# (clone the planner on 3,000 train episodes of every difficulty, validate every 50 updates) and these.
+RECIPE = {"minutes": 24.0, "lr": 2e-4, "entropy_coef": 0.0, "kl_coef": 0.1}
+TRAIN_COMMAND = "python -m training.structured_policy --minutes {minutes} --lr 2e-4 --entropy 0 --kl 0.1 --out {out}"
 PARTING = "first task where trained and rule end differently"
 BARS_SLICES = ("heldout_seeds/medium", "unseen_family/medium")
 
@@ -151,7 +151,8 @@ def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel:
 def train_structured(checkpoint: Path, minutes: float, seed: int) -> dict:
     from .structured_policy import train
 
-    summary = train(**{**RECIPE, "minutes": minutes}, seed=seed, out=checkpoint)
+    summary = train(**{**RECIPE, "minutes": minutes}, seed=seed, out=checkpoint,
+                    command=TRAIN_COMMAND.format(minutes=minutes, out=checkpoint) + f" --seed {seed}")
     summary.pop("model")
     return summary
 
@@ -187,9 +188,8 @@ def start_lm(minutes: float, out_dir: Path, seed: int, n_eval: int, results: Pat
 
 
 def lm_curve(lm: dict, docs: Path) -> bool:
-    """The GRPO reward curve, if the LM results carry one ([step, reward] pairs or {step, reward} rows)."""
-    rows = (lm.get("grpo") or {}).get("curve") or []
-    points = [(r["step"], r["reward"]) if isinstance(r, dict) else tuple(r) for r in rows]
+    """The GRPO reward curve (lm_learnability records the mean reward of every step), if the run got that far."""
+    points = list(enumerate((lm.get("grpo") or {}).get("rewards") or [], start=1))
     if points:
         curve_png(points, docs / "learnability_lm_curve.png", "Language model: GRPO reward on the train split (easy)",
                   "GRPO step", "mean reward")
@@ -236,11 +236,14 @@ def structured_markdown(s: dict) -> list[str]:
              f"Checkpoint `{s['checkpoint']}`. {s['provenance']}", "",
              f"Behaviour-cloned from the {t['warm_start']} on {t['warm_episodes']} `train` episodes "
              f"({t['warm_start_seconds']} s), then {t['steps']} GRPO-style updates ({t['scenarios_per_step']} scenarios "
-             f"x {t['group']} episodes, learning rate {t['lr']}, KL {t['kl_coef']} towards the cloned start) in "
+             f"x {t['group']} episodes, learning rate {t['lr']}, entropy bonus {t.get('entropy_coef')}, KL "
+             f"{t['kl_coef']} towards the cloned start) in "
              f"{t['seconds']} s on one core, all difficulties. Every {t['validate_every']} updates the greedy policy "
              f"played {t['validation_episodes']} validation scenarios (`train` seeds from {VALIDATION_START:,}, never "
-             f"trained on); \"trained\" is the best of those checkpoints (update {t['best_step']}), \"warm start\" the "
-             f"cloned start before any update. No held-out seed, family or mix was seen in training or selection.", "",
+             f"trained on); \"trained\" is the best of those checkpoints (update {t['best_step']}"
+             + (": no update beat the cloned start, so trained is the warm start" if t["best_step"] == 0 else "")
+             + "), \"warm start\" the cloned start before any update. No held-out seed, family or mix was seen in "
+             "training or selection.", "",
              f"Each slice: the first {s['n']} tasks. Rule, planner, warm start and trained are played by this "
              f"command; the exploit suite's intervals come from results/calibration.json (same tasks).", "",
              summary_table(s), "",
@@ -248,6 +251,12 @@ def structured_markdown(s: dict) -> list[str]:
     lines += [f"![{name}: rule, trained, planner](learnability_bars_{name.split('/')[0]}.png)" for name in BARS_SLICES]
     for name, part in s["slices"].items():
         lines += ["", f"### {name}", "", markdown(list(part["results"].values())), ""]
+    if s.get("variants"):
+        lines += ["### Every variant tried", "", "Selection used the `train` validation seeds only; held-out numbers of "
+                  "a variant are reported, never used to choose.", "", "| variant | measured | result | command |",
+                  "|---|---|---|---|"]
+        lines += [f"| {v['name']} | {v['measured_with']} | {v['result']} | `{v['command']}` |" for v in s["variants"]]
+        lines.append("")
     lines += ["### Behaviour: the demo seeds before and after training, and where trained and rule part", ""]
     for title, b in s["behaviour"].items():
         lines += [f"**{title}** `{json.dumps(b['scenario'])}`", ""]
@@ -260,7 +269,8 @@ def structured_markdown(s: dict) -> list[str]:
 
 
 def report(data: dict, docs: Path) -> str:
-    lines = ["# Learnability", "", f"Generated by `{data['command']}` on {data['machine']}.", ""]
+    lines = ["# Learnability", "", f"Generated by `{data['command']}` on {data['machine']}"
+             + (f"; the LM section re-read by `{data['rerendered']}`." if data.get("rerendered") else "."), ""]
     if "structured" in data:
         lines += structured_markdown(data["structured"])
     if "lm" in data:
@@ -290,7 +300,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     parser.add_argument("--calibration", type=Path, default=Path("results/calibration.json"))
     parser.add_argument("--out", type=Path, default=Path("results/learnability.json"))
+    parser.add_argument("--rerender", action="store_true",
+                        help="keep the structured part of --out as measured; only read the LM results again")
     args = parser.parse_args(argv)
+    if not args.calibration.exists():
+        parser.error(f"{args.calibration} does not exist: the exploit suite's intervals come from it; "
+                     f"write it with `python -m training.calibrate -n {args.n}`")
     calibration = json.loads(args.calibration.read_text())
     if calibration["n"] != args.n:
         parser.error(f"-n {args.n} differs from {args.calibration}'s n={calibration['n']}: the exploit intervals "
@@ -303,12 +318,20 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"{path} does not exist")
     data = {"command": "python -m training.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
             "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"}
+    if args.rerender:
+        if args.lm_results is None:
+            parser.error("--rerender reads the LM results again: name them with --lm-results")
+        if not args.out.exists() or "slices" not in json.loads(args.out.read_text()).get("structured", {}):
+            parser.error(f"--rerender needs a complete {args.out}; run without it first")
+        old = json.loads(args.out.read_text())
+        data = {**data, "command": old["command"], "structured": old["structured"],
+                "rerendered": data["command"]}
     lm_results, lm_process = args.lm_results, None
     if lm_results is None and args.lm_minutes > 0:
         lm_results = Path("results/lm_learnability.json")
         lm_process = start_lm(args.lm_minutes, args.runs / "lm", args.seed, args.lm_n, lm_results)
     checkpoint = args.structured_checkpoint
-    if checkpoint is None:
+    if checkpoint is None and not args.rerender:
         import torch
 
         torch.set_num_threads(1)  # the other core is the LM's
@@ -316,12 +339,13 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.monotonic()
         train_structured(checkpoint, args.minutes, args.seed)
         provenance = f"Trained by this command ({round(time.monotonic() - t0)} s wall, warm start included)."
-    else:
+    elif not args.rerender:
         summary = json.loads(checkpoint.with_suffix(".json").read_text())
-        provenance = ("Trained earlier by `" + summary.get("command", "python -m training.structured_policy")
+        provenance = ("Trained earlier by `" + (summary.get("command") or "python -m training.structured_policy")
                       + "`; evaluated by this command.")
-    data["structured"] = {**structured_part(checkpoint, args.n, args.search, args.workers, args.docs, calibration),
-                          "provenance": provenance}
+    if not args.rerender:
+        data["structured"] = {**structured_part(checkpoint, args.n, args.search, args.workers, args.docs,
+                                                calibration), "provenance": provenance}
     if lm_process is not None and lm_process.wait() != 0:
         raise SystemExit(f"the LM experiment failed (exit {lm_process.returncode}); see {args.runs / 'lm'}"
                          "/lm_learnability.log")
@@ -329,9 +353,12 @@ def main(argv: list[str] | None = None) -> None:
         data["lm"] = json.loads(lm_results.read_text())
         data["lm_provenance"] = ("Run by this command (`python -m training.lm_learnability`, in parallel)."
                                  if lm_process else f"Read from `{lm_results}`, written earlier by "
-                                 f"`python -m training.lm_learnability` ({data['lm']['config']['minutes']} minutes "
-                                 f"budget, seed {data['lm']['config']['seed']}).")
+                                 "`python -m training.lm_learnability`"
+                                 + (f" ({data['lm']['config']['minutes']} minutes budget, seed "
+                                    f"{data['lm']['config']['seed']})." if "config" in data["lm"] else "."))
         data["lm_curve"] = lm_curve(data["lm"], args.docs)
+    if args.out.exists() and not args.rerender:  # the variants table is curated by hand between runs, as the LM's is
+        data["structured"]["variants"] = json.loads(args.out.read_text()).get("structured", {}).get("variants", [])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(report(data, args.docs))
