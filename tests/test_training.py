@@ -183,3 +183,183 @@ def test_collected_episodes_load_as_a_dataset_resume_and_warm_start_the_tiny_mod
     k = warm["samples"]
     assert k >= 1
     assert sum(warm["losses"][-k:]) < sum(warm["losses"][:k]) / 2  # the last epoch's loss is under half the first's
+
+
+# ------------------------------------------------- the LM learnability experiment's pieces
+
+import re  # noqa: E402
+
+ID_PATTERN = re.compile(r"\b(?:pr_\d+|ci_run_\d+|ticket_\d+|p\d+)\b")
+
+
+@pytest.fixture(scope="module")
+def id_tokenizer():
+    from training.tiny_model import build_tokenizer
+
+    return build_tokenizer()
+
+
+def _board_texts(policy: str, n: int, difficulty: str):
+    from releaseops_arena.baselines import POLICIES, play
+    from releaseops_arena.splits import scenarios
+
+    for i, scenario in enumerate(scenarios("train", n, difficulty)):
+        run = play(POLICIES[policy](), scenario, rng_seed=i)
+        # Results only: an error may echo an id the policy made up (the random policy's `ticket_0`).
+        yield run["observation"] + "".join(s["result"] for s in run["steps"] if "result" in s)
+
+
+def test_every_id_the_generator_can_draw_is_one_token_that_round_trips(id_tokenizer):
+    from training.tiny_model import id_vocabulary
+
+    vocabulary = id_vocabulary()
+    assert len(vocabulary) == len(set(vocabulary)) == 900 + 900 + 9000 + 299
+    encoded = id_tokenizer(vocabulary, add_special_tokens=False)["input_ids"]
+    assert all(len(ids) == 1 for ids in encoded), [v for v, ids in zip(vocabulary, encoded) if len(ids) != 1][:5]
+    assert [id_tokenizer.decode(ids) for ids in encoded] == vocabulary
+    # Ids drawn by the generator on real boards are in the vocabulary and stay one token in context
+    # (a short id is never matched inside a longer one: p1 in p17, pr_349 in a word).
+    for text in _board_texts("random", 12, "hard"):
+        for ref in ID_PATTERN.findall(text):
+            assert ref in set(vocabulary), ref
+        ids = id_tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert id_tokenizer.decode(ids) == text
+        tokens = set(id_tokenizer.convert_ids_to_tokens(ids))
+        assert set(ID_PATTERN.findall(text)) <= tokens
+    pieces = id_tokenizer.convert_ids_to_tokens(id_tokenizer('"p17","p1_x",pr_3490', add_special_tokens=False)["input_ids"])
+    assert "p17" in pieces and "p1" not in pieces and "pr_349" not in pieces
+
+
+def test_warm_start_data_is_trls_own_tool_loop_conversation(id_tokenizer, tmp_path):
+    """Replaying each collected episode the way TRL's GRPO tool loop does (prompt + reset observation,
+    the parsed assistant message, `{"role": "tool", "name", "content": str(result)}` or
+    `{"error": str(exc)}`) gives the same messages; and the warm start's assistant tokens, parsed by
+    TRL's response parser, give back exactly those tool calls."""
+    from trl.chat_template_utils import add_response_schema, get_training_chat_template
+
+    from releaseops_arena.splits import task_scenario
+    from training.collect import collect, load_conversations
+    from training.make_dataset import SYSTEM_PROMPT
+    from training.sft_warmup import encode, tool_functions
+
+    collect("oracle", "train", 4, tmp_path, "easy", progress=False)
+    conversations = load_conversations(tmp_path, only_safe=False)
+    assert len(conversations) == 4
+    tokenizer = add_response_schema(id_tokenizer)
+    template = get_training_chat_template(tokenizer)
+    assert template is not None  # TRL recognised the chat template
+    for index, messages in enumerate(conversations):
+        env = ReleaseOpsToolEnv()
+        prompt = [{"role": "user", "content": SYSTEM_PROMPT}]
+        replay = [{**prompt[-1], "content": prompt[-1]["content"] + env.reset(**task_scenario("train", index, "easy"))}]
+        for message in messages[1:]:
+            if message["role"] != "assistant":
+                continue
+            replay.append(message)
+            for call in message["tool_calls"]:
+                fn = call["function"]
+                try:
+                    result = getattr(env, fn["name"])(**fn["arguments"])
+                except Exception as exc:
+                    result = {"error": str(exc)}
+                replay.append({"role": "tool", "name": fn["name"], "content": str(result)})
+        assert replay == messages
+        (ids, mask), = encode(tokenizer, [messages])
+        ids, mask = ids.tolist(), mask.tolist()
+        spans, start = [], None
+        for t, m in enumerate(mask + [0]):
+            if m and start is None:
+                start = t
+            elif not m and start is not None:
+                spans.append((tokenizer.decode(ids[:start]), tokenizer.decode(ids[start:t])))
+                start = None
+        calls = [m["tool_calls"] for m in messages if m["role"] == "assistant"]
+        assert len(spans) == len(calls)
+        for (prompt, text), expected in zip(spans, calls):
+            parsed = tokenizer.parse_response(text, prefix=prompt)
+            assert [{"type": "function", "function": c["function"]} for c in parsed["tool_calls"]] == expected
+    assert sorted(f.__name__ for f in tool_functions()) == SEVEN  # the schemas the warm start renders
+
+
+def test_the_lm_pieces_are_deterministic_under_a_seed(id_tokenizer, tmp_path):
+    import torch
+
+    from training.sft_warmup import warm_start
+    from training.tiny_model import build_model
+    from training.lm_learnability import warm_conversations
+
+    a, b, c = (build_model(id_tokenizer, seed=s).state_dict() for s in (0, 0, 1))
+    assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)
+    base = tmp_path / "base"
+    build_model(id_tokenizer, seed=0).save_pretrained(base)
+    id_tokenizer.save_pretrained(base)
+    conversations = warm_conversations("oracle", 2)
+    assert conversations == warm_conversations("oracle", 2)
+    runs = [warm_start(base, tmp_path / f"sft{i}", conversations=conversations, epochs=2, seed=s)["losses"]
+            for i, s in enumerate((0, 0, 1))]
+    assert runs[0] == runs[1] and runs[0] != runs[2] and len(runs[0]) == 4
+
+
+def _summary(calls: float, ret: tuple[float, float, float], invalid: float = 0.05, finished: float = 0.8) -> dict:
+    interval = lambda r: {"rate": r, "ci95": [max(0, r - 0.05), min(1, r + 0.05)], "n": 100}  # noqa: E731
+    return {"episodes": 100, "calls_per_episode": {"mean": calls, "ci95": [calls - 0.3, calls + 0.3]},
+            "invalid_rate": interval(invalid), "finished": interval(finished), "safe_ship": interval(0.5),
+            "unsafe_ship": interval(0.1), "missed_deadline": interval(0.4),
+            "mean_return": {"mean": ret[1], "ci95": [ret[0], ret[2]]}}
+
+
+def test_grpo_counts_as_a_gain_only_with_separate_intervals_and_calls_kept():
+    from training.lm_learnability import verdict
+
+    before = _summary(8.0, (0.1, 0.2, 0.3))
+    assert verdict(before, _summary(7.5, (0.35, 0.45, 0.55)))["targets"]["grpo_gain"]
+    assert not verdict(before, _summary(7.5, (0.25, 0.35, 0.45)))["targets"]["grpo_gain"]  # intervals overlap
+    fewer = verdict(before, _summary(3.0, (0.35, 0.45, 0.55)))
+    assert fewer["calls_collapse"] and not fewer["targets"]["grpo_gain"]  # a gain from calling fewer tools
+    assert verdict(_summary(8.0, (0.1, 0.2, 0.3), invalid=0.05, finished=0.6), before)["targets"] == {
+        "sft_valid_calls_90": True, "sft_finished_50": True, "grpo_gain": False}
+    assert not verdict(_summary(8.0, (0, 0, 0), invalid=0.2, finished=0.3), before)["targets"]["sft_finished_50"]
+
+
+def test_the_report_section_shows_every_measured_number():
+    from training.lm_learnability import markdown, verdict
+
+    before, after = _summary(8.0, (0.1, 0.2, 0.3)), _summary(7.25, (0.35, 0.45, 0.55), invalid=0.02)
+    settings = {"hidden": 192, "layers": 3, "warm_policy": "oracle", "num_generations": 8, "grpo_lr": 1e-4}
+    results = {"config": {"minutes": 60, "seed": 0, "n_eval": 100, "split": "heldout_seeds", "difficulty": "easy",
+                          "settings": settings, "vocab": 13000, "parameters": 3_500_000, "warm_start_episodes": 1500},
+               "stages": {"build": {"wall_s": 5.0, "cpu_s": 4.5}, "sft": {"wall_s": 900.0, "cpu_s": 880.5}},
+               "sft": {"steps": 1200, "loss_first": 9.5, "loss_last": 0.12}, "grpo": {"steps": 40},
+               "eval": {"warm start (SFT)": before, "SFT + GRPO": after}, **verdict(before, after),
+               "variants": [{"name": "v1", "note": "byte-level BPE", "valid_calls": "14", "finished": "0",
+                             "calls_per_episode": "9.1", "mean_return": "-2.1", "measured_with": "60 episodes"}]}
+    text = markdown(results)
+    for expected in ("7.25 [6.95, 7.55]", "2.0 [0, 7]", "0.450 [0.350, 0.550]", "sft 900.0 / 880.5", "3.5M",
+                     "1500 oracle episodes", "1200 steps", "byte-level BPE",
+                     "GRPO raises mean return with non-overlapping intervals, calls per episode not collapsed: met"):
+        assert expected in text, expected
+
+
+def test_the_cached_greedy_decoding_of_the_hf_policy_is_what_generate_gives(id_tokenizer, tmp_path):
+    """The policy keeps its key/value cache across turns and episodes and cuts it back where a new
+    prompt differs; its tokens must be exactly model.generate's greedy tokens."""
+    from releaseops_arena.splits import task_scenario
+    from training.llm_policy import LLMPolicy
+    from training.tiny_model import build_model
+
+    build_model(id_tokenizer, hidden=64, layers=2, seed=3).save_pretrained(tmp_path)
+    id_tokenizer.save_pretrained(tmp_path)
+    policy = LLMPolicy(str(tmp_path), max_new_tokens=12)
+    env = ReleaseOpsToolEnv()
+    for index in range(2):  # the second episode reuses the cached tool schemas and crops the rest
+        policy.begin(env.reset(**task_scenario("heldout_seeds", index, "easy")))
+        for turn in range(2):
+            prompt = policy.tokenizer.apply_chat_template(policy.messages, tools=policy.tools,
+                                                          chat_template=policy.template, add_generation_prompt=True,
+                                                          tokenize=False)
+            ids = policy.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+            expected = policy.model.generate(**ids, do_sample=False, max_new_tokens=12)[0][ids["input_ids"].shape[1]:]
+            assert policy._decode(ids["input_ids"][0].tolist()) == expected.tolist()
+            policy.messages += [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                "name": "approve_proposal", "arguments": {"proposal_id": f"p{turn + 1}"}}}]},
+                {"role": "tool", "name": "approve_proposal", "content": str({"error": "unknown"})}]

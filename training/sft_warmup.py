@@ -98,9 +98,9 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
                data: str | Path | None = None, conversations: list[list[dict]] | None = None,
                max_minutes: float | None = None, copy_tokens: set[int] | None = None) -> dict:
     """Fine-tune on assistant tokens of expert conversations (given, or see `expert_conversations`);
-    save to `out`. The learning rate warms up over 3% of the run and decays on a cosine, the run's
-    progress being the larger of steps done and time used (`max_minutes` of this process's CPU time,
-    so that a run paused with SIGSTOP keeps its budget). With `copy_tokens` (token
+    save to `out`. The learning rate is constant, or, with `max_minutes`, warms up over 3% of the run
+    and decays on a cosine, the run's progress being the larger of steps done and time used (this
+    process's CPU time, so that a run paused with SIGSTOP keeps its budget). With `copy_tokens` (token
     ids, such as the board ids) the loss also covers every such token anywhere in the conversation:
     a tool result echoes the call's id, a claim names the ref its card lists, so the environment's
     own text teaches the copying a call needs, at many more positions than the calls alone.
@@ -139,9 +139,10 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
             if progress >= 1:
                 stopped = True
                 break
-            scale = min(1.0, progress / 0.03) * 0.5 * (1 + math.cos(math.pi * progress))
-            for group in optimizer.param_groups:
-                group["lr"] = lr * max(scale, 0.02)
+            if max_minutes:
+                scale = min(1.0, progress / 0.03) * 0.5 * (1 + math.cos(math.pi * progress))
+                for group in optimizer.param_groups:
+                    group["lr"] = lr * max(scale, 0.02)
             loss = assistant_loss(model, ids, mask, prefix, also)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
