@@ -94,6 +94,10 @@ def _audit_args(arguments: object) -> dict[str, str]:
     """Arguments as the audit trail keeps them: short strings, whatever a caller sent."""
     if type(arguments) is not dict:
         return {}
+    # The common case, a valid call's few short strings, is kept as it came.
+    if len(arguments) <= 8 and all(type(k) is str and type(v) is str and len(k) <= MAX_ARG_CHARS
+                                   and len(v) <= MAX_ARG_CHARS for k, v in arguments.items()):
+        return dict(arguments)
     out = {}
     for key, value in list(arguments.items())[:8]:
         name = key[:MAX_ARG_CHARS] if type(key) is str else _short(key)
@@ -258,7 +262,7 @@ class Episode:
                 raise ToolError(f"{name} is too long ({len(value)} chars); use an id from the board")
             if choices and value not in choices:
                 raise ToolError(f"invalid {name} {_short(value)}; valid: {', '.join(choices)}")
-        return dict(arguments)
+        return arguments  # the handler's **kwargs is a copy: the caller's dict is never changed
 
     def _active(self, pid: str) -> Proposal:
         w = self.world

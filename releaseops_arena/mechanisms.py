@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 SiteEvidence = list[tuple[str, dict, bool]]  # (artifact kind, evidence, reveals the violation?)
 
@@ -115,6 +116,7 @@ FAMILY_MECHANISM: dict[str, str] = {
 SEEN_MECHANISMS: tuple[str, ...] = ("ci", "qa", "slow", "retry")
 
 
+@lru_cache(maxsize=None)  # a function of the tables alone, asked at every reset
 def family_mechanisms(family: str) -> tuple[str, ...]:
     """The mechanisms that can be present in a family's scenarios, its own first.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numbers
 import random
 import re
+from functools import lru_cache
 
 from . import catalog
 from .mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for, family_mechanisms
@@ -302,10 +303,16 @@ def overcautious(world: World) -> Proposal:
                     ["deploy"], truth)
 
 
-def stage_sites(world: World) -> list[str]:
+def stage_sites(world: World) -> tuple[str, ...]:
     """The mechanism sites (other than the gate) that come up in the current stage."""
-    keys = [k for k in family_mechanisms(world.family) if k not in GATE]
-    return sorted((k for k in keys if REGISTRY[k].stage == world.stage), key=list(REGISTRY).index)
+    return _stage_sites(world.family, world.stage)
+
+
+@lru_cache(maxsize=None)
+def _stage_sites(family: str, stage: int) -> tuple[str, ...]:
+    # A function of the tables alone, asked at every phase change: computed once per (family, stage).
+    keys = [k for k in family_mechanisms(family) if k not in GATE]
+    return tuple(sorted((k for k in keys if REGISTRY[k].stage == stage), key=list(REGISTRY).index))
 
 
 def open_stage(world: World) -> None:
