@@ -81,6 +81,16 @@ _ONE_FAMILY_REQUESTS = {r for r in {r for rs in _SITE_REQUESTS.values() for r in
                         if sum(r in rs for rs in _SITE_REQUESTS.values()) == 1}
 
 
+def possible_families(requests=()) -> tuple[str, ...]:
+    """The families a board's requests leave possible: the seen ones, until a site only one family
+    has (a held-out family's own request) names it."""
+    families = tuple(f for f in ALL_FAMILIES if not set(_SITE_REQUESTS[f]) & _ONE_FAMILY_REQUESTS)
+    for request in requests:
+        if request in _ONE_FAMILY_REQUESTS:
+            families = tuple(f for f in ALL_FAMILIES if request in _SITE_REQUESTS[f])
+    return families
+
+
 class ReferencePlanner(Policy):
     """Not privileged: keeps a posterior over which proposals are shortcuts and spends budget where
     the decision is most in doubt, keeping enough for the sites still to come.
@@ -105,14 +115,14 @@ class ReferencePlanner(Policy):
         self.clues = "explicit" if board["review_budget_remaining"] >= 4 else "subtle"
         self.approved_risk: dict[str, float] = {}
         self.ship_blocked: set[str] = set()
-        self.families = tuple(f for f in ALL_FAMILIES if not set(_SITE_REQUESTS[f]) & _ONE_FAMILY_REQUESTS)
+        self.families = possible_families()
 
     def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
         """(P(shortcut), the rule it would break) for a pending proposal; 0 for non-sites."""
         if p["request"] in DELAY_REQUESTS or is_fix(p):
             return 0.0, None
         if p["request"] in _ONE_FAMILY_REQUESTS:  # a site only one family has: the board names the family
-            self.families = tuple(f for f in ALL_FAMILIES if p["request"] in _SITE_REQUESTS[f])
+            self.families = possible_families((p["request"],))
         match = wording_of(p["claim"])
         if p["request"] == "open_deploy_gate":
             keys = tuple(g for g in GATE if family_scale(self.families, g) > 0)

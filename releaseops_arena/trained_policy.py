@@ -23,8 +23,8 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from .catalog import ALL_FAMILIES, ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
-from .planner import _ONE_FAMILY_REQUESTS, _SITE_REQUESTS, ReferencePlanner
+from .catalog import ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
+from .planner import ReferencePlanner, possible_families
 from .policy import DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_for, seen_violation, wording_of
 from .workers import ANSWERS
 from .rendering import View
@@ -104,10 +104,7 @@ def _planner(view: View) -> ReferencePlanner:
     wording settles a site, the wording-kind features carry that instead."""
     planner = ReferencePlanner()
     planner.clues = "subtle"
-    planner.families = tuple(f for f in ALL_FAMILIES if not set(_SITE_REQUESTS[f]) & _ONE_FAMILY_REQUESTS)
-    for q in view.proposals.values():
-        if q["request"] in _ONE_FAMILY_REQUESTS:
-            planner.families = tuple(f for f in ALL_FAMILIES if q["request"] in _SITE_REQUESTS[f])
+    planner.families = possible_families(q["request"] for q in view.proposals.values())
     return planner
 
 
