@@ -57,21 +57,28 @@ def at_64(results: dict) -> dict:
     return {row["sessions"]: row for row in results["server"]["load"]["table"]}[64]
 
 
+def variant_row(results: dict, compression, floors_on_loop: bool = False) -> Optional[dict]:
+    """The what-if row at 64 sessions whose client offered `compression` ("deflate" or None) and whose
+    floors stepped on the event loop or not; None when that what-if did not run."""
+    rows = results["server"].get("variants", {}).get("table", [])
+    return next((row for row in rows if row.get("compression", "") == compression
+                 and bool(row.get("floors_on_loop")) == floors_on_loop), None)
+
+
+def _required(row: Optional[dict], what: str) -> dict:
+    if row is None:
+        raise KeyError(f"no what-if {what}")
+    return row
+
+
 def plain_64(results: dict) -> dict:
     """The what-if at 64 sessions without permessage-deflate (the client offered no compression)."""
-    rows = [row for row in results["server"]["variants"]["table"]
-            if row.get("compression", "") is None and not row.get("floors_on_loop")]
-    if not rows:
-        raise KeyError("no what-if without permessage-deflate")
-    return rows[0]
+    return _required(variant_row(results, None), "without permessage-deflate")
 
 
 def loop_64(results: dict) -> dict:
     """The what-if at 64 sessions where both floors step on the event loop, as ours does."""
-    rows = [row for row in results["server"]["variants"]["table"] if row.get("floors_on_loop")]
-    if not rows:
-        raise KeyError("no what-if with the floors on the event loop")
-    return rows[0]
+    return _required(variant_row(results, "deflate", floors_on_loop=True), "with the floors on the event loop")
 
 
 def _ratio_goal(what: str, op: str, limit: float, row_of: Callable[[dict], dict], key: str) -> Goal:

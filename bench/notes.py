@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bench.goals import GOALS, at_64, cpu_budget_us
+from bench.goals import GOALS, at_64, cpu_budget_us, variant_row
 from bench.markdown import f0, f1, f2
 
 NAMES = {"ours": "ours", "text_echo": "the text echo", "echo": "the bare echo"}
@@ -19,13 +19,6 @@ def notes(results: dict) -> list[str]:
              profile_gap(results), reply_bytes(results), dispatch(results), littles_law(results), client_cpu(results),
              workers(results))
     return [n for n in found if n]
-
-
-def _variant(results: dict, compression) -> Optional[dict]:
-    """The what-if row whose client offered `compression` ("deflate" or None)."""
-    rows = results["server"].get("variants", {}).get("table", [])
-    return next((row for row in rows if row.get("compression", "") == compression and not row.get("floors_on_loop")),
-                None)
 
 
 def engine_in_situ(results: dict) -> Optional[str]:
@@ -44,7 +37,7 @@ def _gc(row: dict, name: str) -> str:
 
 
 def full_collections(results: dict) -> Optional[str]:
-    row = _variant(results, "deflate")
+    row = variant_row(results, "deflate")
     if not (row and all(f"{n}_full_gc_per_s" in row for n in NAMES)):
         return None
     heaps = ", ".join(f"{NAMES[n]} {row[f'{n}_tracked_objects_at_start']:,} ({row[f'{n}_frozen_by_app']:,} frozen)"
@@ -56,7 +49,7 @@ def full_collections(results: dict) -> Optional[str]:
 
 def deflate_cost(results: dict) -> Optional[tuple[float, float, float]]:
     """Server CPU per step that permessage-deflate costs (ours, text echo, bare echo): the what-if without it."""
-    on, off = _variant(results, "deflate"), _variant(results, None)
+    on, off = variant_row(results, "deflate"), variant_row(results, None)
     if not (on and off):
         return None
     return tuple(on[f"{n}_server_cpu_us_per_step"] - off[f"{n}_server_cpu_us_per_step"] for n in NAMES)
@@ -66,7 +59,7 @@ def deflate(results: dict) -> Optional[str]:
     cost = deflate_cost(results)
     if not cost:
         return None
-    off = _variant(results, None)
+    off = variant_row(results, None)
     text = (f"permessage-deflate (negotiated by default by OpenEnv's client and uvicorn) costs about "
             f"{f0(cost[0])} us of server CPU per step for ours, {f0(cost[1])} us for the text echo and {f0(cost[2])} "
             f"us for the bare echo. Without it ours runs at {f2(off['throughput_ratio'])}x the text echo's "
@@ -145,7 +138,7 @@ def reply_bytes(results: dict) -> Optional[str]:
 
 def dispatch(results: dict) -> Optional[str]:
     """What stepping on the event loop is worth: ours against floors that do it too."""
-    row = next((r for r in results["server"].get("variants", {}).get("table", []) if r.get("floors_on_loop")), None)
+    row = variant_row(results, "deflate", floors_on_loop=True)
     if not row:
         return None
     return (f"Dispatch: ours runs each reset and step on the event loop (`step_async`), while OpenEnv's default, "
