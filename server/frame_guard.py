@@ -14,6 +14,14 @@ from __future__ import annotations
 import json
 
 MAX_FRAME_CHARS = 1 << 20  # 1 MiB: a step is under 300 bytes; larger frames are answered, not parsed
+# A handler's validation error echoes the input, and pydantic refuses to serialize it past a
+# depth of about 250, which ends the session: deeper frames are answered here (a step is depth 3).
+MAX_DEPTH = 64
+# A frame this short that opens with "{" and has at most MAX_DEPTH brackets cannot be anything
+# the handler dies on: it parses to an object or fails as bad JSON, which the handler answers.
+# It cannot nest past MAX_DEPTH, nor hold an int past Python's 4,300-digit conversion limit
+# (a ValueError). So it passes without being parsed twice.
+QUICK_CHARS = 4096
 GUARDED = {"/ws": "openenv", "/mcp": "jsonrpc"}
 
 
@@ -24,6 +32,9 @@ def _problem(message: dict) -> str | None:
         return "binary frames are not supported; send a JSON object as a text frame"
     if len(text) > MAX_FRAME_CHARS:
         return f"frame too large ({len(text)} chars; at most {MAX_FRAME_CHARS})"
+    if (len(text) <= QUICK_CHARS and text.lstrip(" \t\n\r")[:1] == "{"
+            and text.count("{") + text.count("[") <= MAX_DEPTH):
+        return None  # every step and reset a client sends: parsed once, by the handler
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
@@ -32,7 +43,20 @@ def _problem(message: dict) -> str | None:
         return f"invalid JSON ({type(exc).__name__})"
     if not isinstance(value, dict):
         return f"a message must be a JSON object, got {type(value).__name__}"
+    if _depth(value) > MAX_DEPTH:
+        return f"a message may nest at most {MAX_DEPTH} levels deep"
     return None
+
+
+def _depth(value) -> int:
+    """How deep objects and arrays nest (iterative: the value may be as deep as the parser allows)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def _error_frame(kind: str, reason: str) -> str:

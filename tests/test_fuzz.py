@@ -32,6 +32,11 @@ junk = st.one_of(
     st.binary(max_size=64),  # a binary frame
     st.text(max_size=40),  # anything at all (mostly not JSON)
     st.sampled_from([10, 1_000, 100_000]).map(lambda d: "[" * d + "]" * d),  # nested deeper than a parser allows
+    # an object around them, and an object holding an int past Python's 4,300-digit limit: both open
+    # like a valid message, so the guard's quick path for short objects must not let them through
+    st.sampled_from([1_000, 100_000]).map(lambda d: '{"type": "step", "data": ' + "[" * d + "]" * d + "}"),
+    st.sampled_from([300, 5_000]).map(lambda d: '{"type": "step", "data": ' + "{\"a\":" * d + "1" + "}" * d + "}"),
+    st.just('{"type": "step", "data": {"tool_name": ' + "7" * 5_000 + "}}"),
     st.integers(1, 60).map(lambda k: json.dumps({"type": "step", "data": {"tool_name": "hold_release",
                                                                            "arguments": {"reason_code": "x"}}})[:k]),
     st.just('{"type": "step", "data": {"tool_name": "' + "x" * (1 << 21) + '"}}'),  # larger than the frame limit

@@ -72,6 +72,8 @@ BAD_INPUT = [
     ({"type": "reset", "data": {"family": "nope"}}, "EXECUTION_ERROR"),
     ({"type": "reset", "data": {"difficulty": "brutal"}}, "EXECUTION_ERROR"),
     ({"type": "reset", "data": {"colour": "red"}}, "EXECUTION_ERROR"),
+    # valid JSON the parser accepts, but too deep for the handler to echo back in its error
+    ('{"type": "step", "data": ' + '{"a":' * 300 + "1" + "}" * 300 + "}", "INVALID_JSON"),
 ]
 INVALID_CALLS = [
     {"tool_name": "merge_pr", "arguments": {"pr_id": "pr_1"}},
