@@ -23,13 +23,18 @@ from .scenario_builder import EVIDENCE_PER_ROUND, HOURS_PER_ROUND
 RULE_NAMES = [rule.name for rule in catalog.RULES.values()]
 
 
-# Built once: json.dumps with options constructs a new encoder on every call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+# Every step renders a small dict, so the per-call overhead matters more than the encoding:
+# `JSONEncoder.encode` builds a fresh C encoder on every call (json/encoder.py, iterencode).
+# This is that same C encoder, built once from the same options (rendered data is never
+# cyclic); without the C speedups, the pure-Python path gives the same text.
+_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+    None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
 
 
 def dumps(data: dict) -> str:
     """Compact, deterministic JSON: every character is a token paid per generation."""
-    return _ENCODER.encode(data)
+    return "".join(_C_ENCODE(data, 0)) if _C_ENCODE else _ENCODER.encode(data)
 
 
 def _public(value, kind):

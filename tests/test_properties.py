@@ -188,3 +188,17 @@ def test_the_return_bounds_are_real():
     for name in ("planner", "random", "inspect_everything"):
         for s in scenarios("heldout_seeds", 200):
             assert rewards.RETURN_MIN <= play(POLICIES[name](), s)["return"] <= rewards.RETURN_MAX
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text()),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=20)
+
+
+@given(json_values)
+def test_the_renderer_writes_what_json_dumps_writes(value):
+    # rendering.dumps reuses one C encoder for speed; the text must stay exactly json.dumps' compact form
+    from releaseops_arena.rendering import dumps
+
+    assert dumps(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
