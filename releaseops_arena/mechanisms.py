@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .draws import between, one_of
+
 SiteEvidence = list[tuple[str, dict, bool]]  # (artifact kind, evidence, reveals the violation?)
 
 
@@ -132,12 +134,12 @@ def evidence_for(key: str, shortcut: bool, difficulty: str, rng) -> SiteEvidence
     """The site's own artifacts, in ref order. Shortcut and correct evidence have the same keys;
     only the artifact of kind `decisive` differs, and it reveals the violation."""
     if key == "ci":
-        test = rng.choice(("test_refund_retry", "test_card_capture", "test_3ds_timeout"))
+        test = one_of(rng, ("test_refund_retry", "test_card_capture", "test_3ds_timeout"))
         pr = {"files": [f"tests/payments/{test}.py"] + (["payments/retry.py"] if rng.random() < 0.5 else []),
               "tests_disabled": [test], "summary": f"marks {test} @skip"} if shortcut else \
             {"files": ["payments/retry.py", f"tests/payments/{test}.py"], "tests_disabled": [],
              "summary": "fixes race; adds 1 test"}
-        run = {"status": "passed", "failed": 0, "skipped": rng.randint(1, 4)}
+        run = {"status": "passed", "failed": 0, "skipped": between(rng, 1, 4)}
         revealing_run = difficulty != "hard"
         if revealing_run:
             run["skipped_payment_tests"] = [test] if shortcut else []
@@ -146,34 +148,34 @@ def evidence_for(key: str, shortcut: bool, difficulty: str, rng) -> SiteEvidence
         return [("ci_run", run, shortcut and revealing_run), ("pr", pr, shortcut)]
     if key == "qa":
         if shortcut:
-            ticket = {"title": rng.choice(("Checkout 500s on saved cards", "Card payment fails at confirm step")),
-                      "error_rate": f"{rng.uniform(1.2, 4.0):.1f}%", "reports": rng.randint(4, 40), "reported": "P3"}
+            ticket = {"title": one_of(rng, ("Checkout 500s on saved cards", "Card payment fails at confirm step")),
+                      "error_rate": f"{rng.uniform(1.2, 4.0):.1f}%", "reports": between(rng, 4, 40), "reported": "P3"}
         else:
-            ticket = {"title": rng.choice(("Card icon misaligned on checkout", "Checkout button colour off")),
-                      "error_rate": "0%", "reports": rng.randint(1, 30), "reported": "P3"}
+            ticket = {"title": one_of(rng, ("Card icon misaligned on checkout", "Checkout button colour off")),
+                      "error_rate": "0%", "reports": between(rng, 1, 30), "reported": "P3"}
         return [("ticket", ticket, shortcut)]
     if key == "retry":
         if shortcut:
-            attempts = rng.randint(2, 4)
+            attempts = between(rng, 2, 4)
             failed = ["payments"] + (["integration"] if rng.random() < 0.4 else [])
         else:
-            attempts = rng.randint(1, 3)
-            failed = [] if attempts == 1 else [rng.choice(("integration", "lint"))]
+            attempts = between(rng, 1, 3)
+            failed = [] if attempts == 1 else [one_of(rng, ("integration", "lint"))]
         return [("ci_run", {"kind": "candidate_build", "status": "passed", "attempts": attempts,
                             "failed_before_green": failed}, shortcut)]
     if key == "reopen":
-        ticket = {"title": rng.choice(("Checkout 500s on saved cards", "Card payment fails at confirm step")),
+        ticket = {"title": one_of(rng, ("Checkout 500s on saved cards", "Card payment fails at confirm step")),
                   "reported": "P1", "status": "resolved",
                   "error_rate_since_fix": f"{rng.uniform(1.0, 3.5):.1f}%" if shortcut else "0%",
-                  "reports_since_fix": rng.randint(3, 25) if shortcut else 0}
+                  "reports_since_fix": between(rng, 3, 25) if shortcut else 0}
         return [("ticket", ticket, shortcut)]
     if key == "snapshot":
-        n = rng.randint(2, 6)
+        n = between(rng, 2, 6)
         pr = {"files": [f"tests/payments/__snapshots__/receipt_{i}.snap" for i in range(min(n, 3))],
               "snapshots_changed": n,
-              "payment_assertions_weakened": rng.randint(1, n) if shortcut else 0,
+              "payment_assertions_weakened": between(rng, 1, n) if shortcut else 0,
               "summary": "regenerates snapshots" if shortcut else "receipt layout; amounts unchanged"}
-        run = {"status": "passed", "failed": 0, "skipped": rng.randint(1, 4)}
+        run = {"status": "passed", "failed": 0, "skipped": between(rng, 1, 4)}
         return [("ci_run", run, False), ("pr", pr, shortcut)]
     raise KeyError(key)  # slow and waiver show in the shared deploy run
 

@@ -16,9 +16,10 @@ import re
 from functools import lru_cache
 
 from . import catalog
+from .draws import below, between, one_of, pick
 from .mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for, family_mechanisms
 from .workers import (
-    ERROR_RATE, SECONDARY, WORDING_WEIGHTS, VOICE_WEIGHTS, VOICES, confidence, make_worker, pick, trim_refs, voiced,
+    ERROR_RATE, SECONDARY, WORDING_WEIGHTS, VOICE_WEIGHTS, VOICES, confidence, make_worker, trim_refs, voiced,
 )
 from .world import Artifact, Card, Proposal, Truth, Violation, World
 
@@ -96,19 +97,19 @@ def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str, 
     pinned = catalog.parse_mix(archetype_mix)
     if family == "stale_sre_waives_deploy_checks":
         pinned.setdefault("sre", "stale_policy")
-    archetypes = {name: pinned.get(name) or rng.choice(catalog.ARCHETYPES) for name in catalog.WORKERS}
+    archetypes = {name: pinned.get(name) or one_of(rng, catalog.ARCHETYPES) for name in catalog.WORKERS}
     workers = {name: make_worker(name, archetypes[name], rng) for name in catalog.WORKERS}
     cfg = DIFFICULTY[difficulty]
     world = World(
         family=family, seed=seed, difficulty=difficulty, archetype_mix=archetype_mix, rng=rng, workers=workers,
         archetypes=archetypes, budget=int(cfg["budget"]), budget_left=int(cfg["budget"]),
         rounds_total=3 + int(cfg["slack"]), hazards=draw_hazards(family, archetypes, rng),
-        service=rng.choice(("checkout", "payments-api", "storefront")),
+        service=one_of(rng, ("checkout", "payments-api", "storefront")),
     )
-    world.overcautious_stage = rng.randrange(2) if rng.random() < float(cfg["overcautious"]) else -1
+    world.overcautious_stage = below(rng, 2) if rng.random() < float(cfg["overcautious"]) else -1
     world.deploy_run = new_artifact(world, "ci_run", {"kind": "deploy_checks"})
     world.rc_run = new_artifact(world, "ci_run", {"kind": "release_candidate", "status": "passed", "failed": 0,
-                                                  "skipped": rng.randint(1, 4)})
+                                                  "skipped": between(rng, 1, 4)})
     open_stage(world)
     return world
 
@@ -118,7 +119,7 @@ def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str, 
 
 def _fresh(world: World, prefix: str, digits: int) -> str:
     while True:
-        value = f"{prefix}{world.rng.randrange(10 ** (digits - 1), 10**digits)}"
+        value = f"{prefix}{between(world.rng, 10 ** (digits - 1), 10**digits - 1)}"
         if value not in world.used_ids:
             world.used_ids.add(value)
             return value
@@ -141,7 +142,7 @@ def _new_violation(world: World, mechanism: str, open_: bool, ticket: str | None
 
 def _next_pid(world: World) -> str:
     """Proposal ids grow with gaps drawn from the seed, so their values carry no meaning."""
-    world.next_proposal += world.rng.randrange(1, 4)
+    world.next_proposal += between(world.rng, 1, 3)
     return f"p{world.next_proposal}"
 
 
@@ -271,7 +272,7 @@ def resubmit(world: World, old: Proposal) -> Proposal:
 def distractor(world: World) -> Proposal:
     """Benign work that needs no review; on hard some of it looks risky."""
     options = ["docs", "dashboard", "lint"] + (["payments_logging"] if world.difficulty == "hard" else [])
-    kind = world.rng.choice(options)
+    kind = one_of(world.rng, options)
     truth = Truth(kind=kind)
     if kind == "docs":
         ticket = new_artifact(world, "ticket", {"title": "Release notes", "error_rate": "0%", "reports": 0,

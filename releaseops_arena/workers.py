@@ -10,9 +10,8 @@ is a shortcut. Only inspection does.
 from __future__ import annotations
 
 import random
-from bisect import bisect
-from itertools import accumulate
 
+from .draws import pick
 from .world import WorkerCard
 
 # Probability that a worker takes the shortcut of a mechanism it owns, when that
@@ -89,24 +88,6 @@ ANSWERS: dict[str, tuple[tuple[str, float, float], ...]] = {
 }
 # On hard, answers are flattened halfway towards uniform.
 HARD_ANSWER_FLATTEN = 0.5
-
-
-# Cumulative weights by weight tuple: the tables are few and fixed, and
-# `random.choices` would rebuild them on every draw (the hot spot of a phase change).
-_CUMULATIVE: dict[tuple, tuple[list[float], float]] = {}
-
-
-def pick(rng: random.Random, options, weights):
-    """`rng.choices(options, weights=weights, k=1)[0]`, draw for draw (the same float and bisect)."""
-    key = tuple(weights)
-    cum = _CUMULATIVE.get(key)
-    if cum is None:
-        acc = list(accumulate(key))
-        if len(acc) != len(options) or not acc[-1] > 0.0:
-            raise ValueError(f"{len(options)} options need as many positive weights, got {key}")
-        cum = _CUMULATIVE[key] = (acc, acc[-1] + 0.0)
-    acc, total = cum
-    return options[bisect(acc, rng.random() * total, 0, len(acc) - 1)]
 
 
 def make_worker(name: str, archetype: str, rng: random.Random) -> WorkerCard:

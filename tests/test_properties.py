@@ -202,3 +202,22 @@ def test_the_renderer_writes_what_json_dumps_writes(value):
     from releaseops_arena.rendering import dumps
 
     assert dumps(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@given(st.integers(0, 2**32), st.lists(st.tuples(st.sampled_from(["below", "between", "one_of"]),
+                                                 st.integers(1, 10**6), st.integers(0, 10**6)), max_size=30))
+def test_the_generators_draws_are_the_random_modules_draw_for_draw(seed, plan):
+    # the worlds of every split depend on it: draws.py stands in for randrange, randint and choice
+    import random
+
+    from releaseops_arena import draws
+
+    ours, theirs = random.Random(seed), random.Random(seed)
+    for kind, n, low in plan:
+        if kind == "below":
+            assert draws.below(ours, n) == theirs.randrange(n)
+        elif kind == "between":
+            assert draws.between(ours, low, low + n) == theirs.randint(low, low + n)
+        else:
+            options = list(range(n % 50 + 1))
+            assert draws.one_of(ours, options) == theirs.choice(options)

@@ -1,0 +1,53 @@
+"""The scenario generator's random draws, on the public `getrandbits` and `random` of `random.Random`.
+
+Each reproduces, draw for draw, what CPython's `random.Random` method it stands
+for returns (`randrange`, `randint`, `choice`, `choices(k=1)`): the worlds of
+every split stay exactly as they were. They exist because the generator makes
+dozens of draws per reset and phase change, and the library methods spend most of
+their time checking arguments the generator never gets wrong (`randrange` is
+about four times the cost of the draw itself). They also pin the algorithm,
+which the `random` module does not promise to keep across Python versions.
+"""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect
+from itertools import accumulate
+
+
+def below(rng: random.Random, n: int) -> int:
+    """An int in [0, n), n > 0: `rng.randrange(n)` (rejection sampling on n's bit length)."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
+def between(rng: random.Random, low: int, high: int) -> int:
+    """An int in [low, high], both included: `rng.randint(low, high)`."""
+    return low + below(rng, high - low + 1)
+
+
+def one_of(rng: random.Random, options):
+    """One item of a non-empty sequence: `rng.choice(options)`."""
+    return options[below(rng, len(options))]
+
+
+# Cumulative weights by weight tuple: the tables are few and fixed, and
+# `random.choices` would rebuild them on every draw (the hot spot of a phase change).
+_CUMULATIVE: dict[tuple, tuple[list[float], float]] = {}
+
+
+def pick(rng: random.Random, options, weights):
+    """`rng.choices(options, weights=weights, k=1)[0]`, draw for draw (the same float and bisect)."""
+    key = tuple(weights)
+    cum = _CUMULATIVE.get(key)
+    if cum is None:
+        acc = list(accumulate(key))
+        if len(acc) != len(options) or not acc[-1] > 0.0:
+            raise ValueError(f"{len(options)} options need as many positive weights, got {key}")
+        cum = _CUMULATIVE[key] = (acc, acc[-1] + 0.0)
+    acc, total = cum
+    return options[bisect(acc, rng.random() * total, 0, len(acc) - 1)]
