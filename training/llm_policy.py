@@ -25,6 +25,8 @@ class LLMPolicy(Policy):
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from trl.chat_template_utils import add_response_schema, get_training_chat_template
 
+        from . import copy_model  # noqa: F401  (registers the pointer-generator with AutoModelForCausalLM)
+
         self.name = f"hf:{checkpoint}"
         self.stochastic = temperature > 0
         self.torch = torch
@@ -77,7 +79,7 @@ class LLMPolicy(Policy):
         with torch.no_grad():
             for _ in range(self.max_new_tokens):
                 logits = self.model(input_ids=torch.tensor([step]), past_key_values=self._cache,
-                                    use_cache=True).logits[0, -1]
+                                    use_cache=True, logits_to_keep=1).logits[0, -1]
                 self._cached += step
                 if self.temperature > 0:
                     token = int(torch.multinomial(torch.softmax(logits.float() / self.temperature, -1), 1))

@@ -49,8 +49,8 @@ SPLIT, DIFFICULTY = "heldout_seeds", "easy"
 RESULTS = Path("results/lm_learnability.json")
 # The run's settings (every key can be overridden through `run(settings=...)`).
 SETTINGS = {
-    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": True,  # model
-    "warm_policy": "oracle", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": True,  # warm start
+    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True,  # model
+    "warm_policy": "planner", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": False,  # warm start
     "num_generations": 4, "batch_size": 4, "grpo_lr": 2e-4, "max_completion_length": 1024,  # GRPO
     "max_tool_calls": 12, "temperature": 1.0, "rows": 4096,
 }
@@ -117,7 +117,7 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         clock[:] = [wall, cpu]
 
     base = build(out_dir / "base", cfg["vocab_size"], cfg["hidden"], cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"],
-                 copy_head=cfg["copy_head"])
+                 copy_head=cfg["copy_head"], pointer=cfg["pointer"])
     tokenizer = AutoTokenizer.from_pretrained(base)
     lap("build")
     conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed)

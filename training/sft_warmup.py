@@ -81,14 +81,18 @@ def assistant_loss(model, ids, mask, prefix: int = 0, also=None):
     import torch.nn.functional as F
     from transformers import DynamicCache
 
-    cache = None
+    cache = head = None
     if prefix:
         with torch.no_grad():
-            cache = model.model(input_ids=ids[None, :prefix], past_key_values=DynamicCache(), use_cache=True).past_key_values
+            out = model.model(input_ids=ids[None, :prefix], past_key_values=DynamicCache(), use_cache=True)
+            cache, head = out.past_key_values, out.last_hidden_state[0]
     hidden = model.model(input_ids=ids[None, prefix:], past_key_values=cache, use_cache=prefix > 0).last_hidden_state[0]
     wanted = mask if also is None else mask | also
     targets = wanted[1:].nonzero().squeeze(-1)  # position t predicts token t + 1
     targets = targets[targets >= prefix]
+    if hasattr(model, "logprobs_at"):  # a pointer-generator (training/copy_model.py) copies from every position
+        full = hidden if head is None else torch.cat([head, hidden])
+        return F.nll_loss(model.logprobs_at(full, ids, targets), ids[targets + 1])
     logits = model.lm_head(hidden[targets - prefix])
     return F.cross_entropy(logits.float(), ids[targets + 1])
 
@@ -110,6 +114,8 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from . import copy_model  # noqa: F401  (registers the pointer-generator with AutoModelForCausalLM)
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path)

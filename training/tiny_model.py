@@ -111,15 +111,25 @@ def build_tokenizer(vocab_size: int = 2048, id_tokens: bool = True):
     return fast
 
 
+def id_token_range(tokenizer) -> tuple[int, int]:
+    """The board ids' token ids, which `build_tokenizer` adds last and so lie in one range."""
+    ids = sorted(id_token_ids(tokenizer))
+    if not ids or ids[-1] - ids[0] + 1 != len(ids):
+        raise ValueError("the board ids are not one contiguous token range; build the tokenizer with id_tokens=True")
+    return ids[0], ids[-1] + 1
+
+
 def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_gain: float = 1.0,
-                copy_head: bool = False):
+                copy_head: bool = False, pointer: bool = False):
     """`qk_gain` initialises Qwen3's query/key norms: with unit gains an attention logit stays under
     sqrt(head_dim), too flat to single out one id among a board's thousand tokens.
 
     `copy_head` starts the last layer's first head as a copier: its values and output map the first
     head_dim coordinates of the residual onto themselves, so with tied embeddings whatever token it
     attends to already gets a high logit, and training only has to learn where to look (from a
-    random start it must learn both at once, and a tiny model kept guessing the commonest id)."""
+    random start it must learn both at once, and a tiny model kept guessing the commonest id).
+
+    `pointer` adds a pointer-generator head that copies board ids (`training/copy_model.py`)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -130,7 +140,12 @@ def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_
         tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = Qwen3ForCausalLM(config)
+    if pointer:
+        from .copy_model import copy_model_from
+
+        model = copy_model_from(config, id_token_range(tokenizer))
+    else:
+        model = Qwen3ForCausalLM(config)
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.q_norm.weight.fill_(qk_gain)
@@ -146,10 +161,10 @@ def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_
 
 
 def build(out: Path, vocab_size: int = 2048, hidden: int = 96, layers: int = 2, id_tokens: bool = True,
-          seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False) -> Path:
+          seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False, pointer: bool = False) -> Path:
     """Write a tokenizer + randomly initialised model that `from_pretrained(out)` loads."""
     tokenizer = build_tokenizer(vocab_size, id_tokens)
-    model = build_model(tokenizer, hidden, layers, seed, qk_gain, copy_head)
+    model = build_model(tokenizer, hidden, layers, seed, qk_gain, copy_head, pointer)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out)
     model.save_pretrained(out)

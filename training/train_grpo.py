@@ -117,6 +117,8 @@ def train(args, clock=None) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
+    from . import copy_model  # noqa: F401  (registers the pointer-generator with AutoModelForCausalLM)
+
     config = build_config(args, args.output_dir)
     dataset = load_dataset(args.dataset, args.rows, args.difficulty)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -131,6 +133,8 @@ def train(args, clock=None) -> dict:
     trainer = GRPOTrainer(model=model, reward_funcs=[episode_metrics], args=config, train_dataset=dataset,
                           processing_class=tokenizer, environment_factory=factory,
                           callbacks=[TimeLimit(args.max_minutes, clock)] if args.max_minutes else None)
+    if hasattr(model, "restore_forward"):  # TRL's fused LM head would bypass a pointer-generator's copy head
+        model.restore_forward(args.temperature)
     tools = sorted(t.__name__ for t in trainer.tools)
     try:
         trainer.train()

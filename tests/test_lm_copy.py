@@ -1,0 +1,138 @@
+"""The pointer-generator language model (training/copy_model.py): a distribution, copying, caching, saving, TRL."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from releaseops_arena import ReleaseOpsToolEnv  # noqa: E402
+from releaseops_arena.splits import task_scenario  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from training.tiny_model import build_tokenizer
+
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    from training.tiny_model import build_model
+
+    m = build_model(tokenizer, hidden=64, layers=2, seed=3, pointer=True)
+    m.eval()
+    return m
+
+
+def _ids(tokenizer, text):
+    return tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+
+
+def test_the_logits_are_a_distribution_and_the_copy_mass_lands_on_board_ids_already_seen(tokenizer, model):
+    from training.tiny_model import id_token_ids
+
+    ids = _ids(tokenizer, 'board {"id":"p17","refs":["pr_349"]} then {"id":"p4"} call "')
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0]
+        assert logits.shape == (ids.shape[1], len(tokenizer))
+        assert torch.allclose(logits.exp().sum(-1), torch.ones(ids.shape[1]), atol=1e-4)
+        # With the gate wide open, everything goes to the copy distribution: the ids seen so far, no other token.
+        model.copy_gate.bias.fill_(50.0)
+        try:
+            probs = model(input_ids=ids).logits[0].exp()
+        finally:
+            model.copy_gate.bias.zero_()
+    seen, board = set(), id_token_ids(tokenizer)
+    for t, token in enumerate(ids[0].tolist()):
+        if token in board:
+            seen.add(token)
+        if seen:
+            mass = probs[t, sorted(seen)].sum()
+            assert mass == pytest.approx(1.0, abs=1e-4), t
+    assert tokenizer.convert_tokens_to_ids(["p17", "pr_349", "p4"]) == sorted(seen, key=ids[0].tolist().index)
+
+
+def test_coverage_moves_the_copy_away_from_an_id_already_mentioned_again(tokenizer, model):
+    ids = _ids(tokenizer, '"p17" "p4" "p17" "')
+    p17, p4 = tokenizer.convert_tokens_to_ids(["p17", "p4"])
+    with torch.no_grad():
+        model.copy_gate.bias.fill_(50.0)
+        try:
+            shares = []
+            for weight in (0.0, -8.0):
+                model.coverage.fill_(weight)
+                probs = model(input_ids=ids).logits[0, -1].exp()
+                shares.append(float(probs[p4] / (probs[p4] + probs[p17])))
+        finally:
+            model.copy_gate.bias.zero_()
+            model.coverage.fill_(model.config.coverage_init)
+    # p17's first occurrence is covered by its repeat; a strongly negative coverage weight leaves its repeat
+    # (not yet repeated itself) and p4 to share the copy, instead of p17 taking two thirds by count.
+    assert shares[1] > shares[0]
+
+
+def test_it_saves_and_loads_by_from_pretrained_with_the_same_logits(tokenizer, model, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from training.copy_model import CopyQwen3ForCausalLM
+
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert isinstance(loaded, CopyQwen3ForCausalLM)
+    assert loaded.config.copy_token_range == model.config.copy_token_range
+    ids = _ids(tokenizer, '{"id":"p17","refs":["ci_run_824"]} "')
+    with torch.no_grad():
+        assert torch.allclose(loaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5)
+
+
+def test_cached_greedy_decoding_equals_uncached_and_the_hf_policy_gives_generates_tokens(tokenizer, model, tmp_path):
+    from training.llm_policy import LLMPolicy
+
+    ids = _ids(tokenizer, 'x "p17" "pr_349" y "p4" z "')
+    with torch.no_grad():
+        cached = model.generate(ids, max_new_tokens=16, do_sample=False)
+        uncached = model.generate(ids, max_new_tokens=16, do_sample=False, use_cache=False)
+    assert cached.tolist() == uncached.tolist()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    policy = LLMPolicy(str(tmp_path), max_new_tokens=12)
+    env = ReleaseOpsToolEnv()
+    for index in range(2):  # the second episode reuses the cached tool schemas and crops the rest
+        policy.begin(env.reset(**task_scenario("heldout_seeds", index, "easy")))
+        for turn in range(2):
+            prompt = policy.tokenizer.apply_chat_template(policy.messages, tools=policy.tools,
+                                                          chat_template=policy.template, add_generation_prompt=True,
+                                                          tokenize=False)
+            enc = policy.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+            expected = policy.model.generate(**enc, do_sample=False, max_new_tokens=12)[0][enc["input_ids"].shape[1]:]
+            assert policy._decode(enc["input_ids"][0].tolist()) == expected.tolist()
+            policy.messages += [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                "name": "approve_proposal", "arguments": {"proposal_id": f"p{turn + 1}"}}}]},
+                {"role": "tool", "name": "approve_proposal", "content": str({"error": "unknown"})}]
+
+
+def test_trls_per_token_log_probs_are_the_copy_models_own_even_left_padded(tokenizer, model):
+    """GRPOTrainer patches a fused LM head over forward; after `restore_forward` the model answers
+    TRL's `fused_lm_head=True` call with its own mixture's log-probs, padding and all."""
+    import copy
+
+    from trl.trainer.utils import add_fused_lm_head
+
+    patched = copy.deepcopy(model)
+    add_fused_lm_head(patched, temperature=0.7, outputs=("log_probs", "entropy"))
+    patched.restore_forward(0.7)
+    ids = _ids(tokenizer, '{"id":"p17","refs":["pr_349"]} ok "p17" "')
+    n = ids.shape[1]
+    pad = torch.full((1, 3), tokenizer.pad_token_id)
+    padded = torch.cat([pad, ids], 1)
+    mask = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.ones(1, n, dtype=torch.long)], 1)
+    labels = padded.masked_fill(mask == 0, -100)
+    labels[:, : 3 + n // 2] = -100  # only the second half is scored, as TRL scores the completion
+    with torch.no_grad():
+        out = patched(input_ids=padded, attention_mask=mask, labels=labels, fused_lm_head=True)
+        expected = torch.log_softmax(model(input_ids=ids).logits[0] / 0.7, -1)
+    scored = (labels[0, 1:] != -100).nonzero().squeeze(-1)
+    targets = padded[0, 1:][scored]
+    assert torch.allclose(out.log_probs[0, scored], expected[scored - 3, targets], atol=1e-4)
+    assert (out.log_probs[0][labels[0, 1:] == -100] == 0).all()
+    assert (out.entropy[0, scored] > 0).all()

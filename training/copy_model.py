@@ -1,0 +1,207 @@
+"""A Qwen3-style causal LM with a pointer-generator head, so that a tiny model can copy board ids.
+
+A from-scratch model with one token per board id still emitted ids from its prior
+(`p3`, `p2`, ...) instead of the ones on the board: learning to look an id up
+through ordinary attention and then reproduce its embedding was too much for it.
+Here the next-token distribution mixes the vocabulary with a copy distribution
+(See et al. 2017, "Get to the point"):
+
+    p(v | t) = (1 - g_t) p_vocab(v | t) + g_t * sum_{s <= t, ids[s] = v} a_{t,s}
+
+`a_{t,s}` is a softmax, over the earlier positions whose token is a board id, of
+`q_t . k_s / sqrt(d)` (projections of the last hidden state) plus a learned
+coverage term for ids already mentioned again since `s` (a decided proposal's id
+comes back in the call and its result; a pending one has not), and `g_t` is a
+learned gate. `forward` returns `log p` as its logits: they are valid logits, so
+`generate`, sampling with a temperature and TRL's log-prob code all work
+unchanged. The copy keys and the input ids ride on the KV cache, so cached
+decoding equals uncached decoding.
+
+TRL's GRPOTrainer replaces a model's forward with a fused LM head that would
+bypass the copy distribution; `restore_forward` puts this one back, and it
+answers TRL's `fused_lm_head=True` calls itself (per-token log-probs and
+entropies, in chunks).
+
+Importing this module registers the class with `AutoModelForCausalLM`, so a
+saved checkpoint loads by `from_pretrained` (and so `hf:<dir>` evaluation).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoConfig, AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.utils import ModelOutput
+
+# Past copy keys and input ids, stored on the cache object under this attribute.
+_STATE = "_copy_state"
+_TINY = 1e-30  # log of an impossible token: finite, so that gradients stay finite
+_CHUNK = 256  # query positions per chunk when TRL asks for per-token log-probs
+
+
+class CopyQwen3Config(Qwen3Config):
+    """Qwen3's config plus the copy head: its width and the token-id range it may copy (the board ids)."""
+
+    model_type = "copy_qwen3"
+
+    def __init__(self, copy_dim: int = 64, copy_token_range: tuple[int, int] = (0, 0), coverage_init: float = -2.0,
+                 **kwargs):
+        self.copy_dim = copy_dim
+        self.copy_token_range = list(copy_token_range)
+        self.coverage_init = coverage_init
+        super().__init__(**kwargs)
+
+
+@dataclass
+class CopyLogProbOutput(ModelOutput):
+    """What TRL's fused LM head returns (`trl.trainer.utils.FusedCausalLMOutput`'s fields it reads)."""
+
+    loss: torch.Tensor | None = None
+    log_probs: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
+    label_mask: torch.Tensor | None = None
+
+
+class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
+    config_class = CopyQwen3Config
+
+    def __init__(self, config: CopyQwen3Config):
+        super().__init__(config)
+        h, d = config.hidden_size, config.copy_dim
+        self.copy_query = nn.Linear(h, d, bias=False)
+        self.copy_key = nn.Linear(h, d, bias=False)
+        self.copy_gate = nn.Linear(h, 1)
+        self.coverage = nn.Parameter(torch.tensor(float(config.coverage_init)))
+        self.temperature = 1.0  # TRL's sampling temperature, for its per-token log-probs (restore_forward)
+        self.post_init()
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if module is self:
+            nn.init.constant_(self.coverage, float(self.config.coverage_init))
+
+    # ------------------------------------------------------------------ the copy distribution
+
+    def copyable(self, ids: torch.Tensor) -> torch.Tensor:
+        lo, hi = self.config.copy_token_range
+        return (ids >= lo) & (ids < hi)
+
+    def mix(self, hidden: torch.Tensor, qpos: torch.Tensor, ids: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """log p(next token) at query states `hidden` (B, m, H) whose absolute positions are `qpos` (m,),
+        given every input id (B, L) and copy key (B, L, d) up to the last query."""
+        vocab = F.log_softmax(self.lm_head(hidden).float(), -1)
+        src = self.copyable(ids)  # (B, L)
+        count = int(src.sum(-1).max()) if src.numel() else 0
+        if count == 0:
+            return vocab
+        # The copyable positions of each row, left-aligned and padded (padding is masked below).
+        order = torch.argsort((~src).to(torch.int8), dim=-1, stable=True)[:, :count]  # (B, S)
+        real = torch.gather(src, 1, order)
+        src_ids = torch.gather(ids, 1, order)
+        src_keys = torch.gather(keys, 1, order[..., None].expand(-1, -1, keys.size(-1)))
+        # Coverage: the next position at which a source's id occurs again (L when it does not).
+        L = ids.size(1)
+        later = torch.arange(L, device=ids.device)
+        again = (ids[:, None, :] == src_ids[:, :, None]) & (later[None, None, :] > order[:, :, None])
+        next_seen = torch.where(again, later, L).min(-1).values  # (B, S)
+        visible = real[:, None, :] & (order[:, None, :] <= qpos[None, :, None])  # (B, m, S)
+        covered = (next_seen[:, None, :] <= qpos[None, :, None]).float()
+        q = self.copy_query(hidden)
+        scores = q @ src_keys.transpose(1, 2) / math.sqrt(q.size(-1)) + self.coverage * covered
+        scores = scores.float().masked_fill(~visible, float("-inf"))
+        has = visible.any(-1, keepdim=True)  # (B, m, 1)
+        attn = torch.softmax(scores.masked_fill(~has, 0.0), -1) * has
+        copy = torch.zeros_like(vocab).scatter_add_(-1, src_ids[:, None, :].expand(-1, hidden.size(1), -1), attn)
+        gate = torch.sigmoid(self.copy_gate(hidden).float()) * has  # no copy where nothing is copyable
+        return torch.logaddexp(torch.log1p(-gate.clamp(max=1 - 1e-6)) + vocab,
+                               torch.log(gate.clamp(min=_TINY)) + torch.log(copy.clamp(min=_TINY)))
+
+    def states(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=None, **kwargs):
+        """(last hidden states of the new tokens, all input ids, all copy keys, position of the first new token);
+        the ids and keys are kept on `cache` for the next call."""
+        past = cache.get_seq_length() if cache is not None else 0
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
+                         use_cache=use_cache, **kwargs)
+        hidden = out.last_hidden_state
+        keys = self.copy_key(hidden)
+        ids = input_ids
+        if past:
+            state = getattr(cache, _STATE, None)
+            if state is None or state[0].size(1) < past:
+                raise ValueError("this cache was filled without the copy head's state; decode with the copy model "
+                                 "from an empty cache")
+            # A cache cropped back (the hf: policy reuses a shared prefix) keeps the first `past` positions.
+            ids = torch.cat([state[0][:, :past], ids], 1)
+            keys = torch.cat([state[1][:, :past], keys], 1)
+        if cache is not None and use_cache is not False:
+            setattr(cache, _STATE, (ids, keys.detach() if not torch.is_grad_enabled() else keys))
+        return out, hidden, ids, keys, past
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, inputs_embeds=None,
+                labels=None, use_cache=None, logits_to_keep=0, fused_lm_head=False, past_key_values=None,
+                shift_labels=None, num_items_in_batch=None, **kwargs):
+        if inputs_embeds is not None:
+            raise ValueError("the copy head reads input ids; pass input_ids, not inputs_embeds")
+        cache = cache if cache is not None else past_key_values
+        if fused_lm_head:
+            return self._token_logprobs(input_ids, attention_mask, labels, shift_labels, num_items_in_batch, **kwargs)
+        out, hidden, ids, keys, past = self.states(input_ids, attention_mask, position_ids, cache, use_cache, **kwargs)
+        n = hidden.size(1)
+        keep = n if not logits_to_keep else min(int(logits_to_keep), n)
+        qpos = torch.arange(past + n - keep, past + n, device=hidden.device)
+        logits = self.mix(hidden[:, n - keep:], qpos, ids, keys)
+        loss = None
+        if labels is not None:
+            loss = F.nll_loss(logits[:, :-1].reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1),
+                              ignore_index=-100)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=out.cache)
+
+    def _token_logprobs(self, input_ids, attention_mask, labels, shift_labels, num_items_in_batch, **kwargs):
+        """TRL's `fused_lm_head=True` contract: log-prob (under `self.temperature`) and entropy of each
+        next-token label, zero where the label is -100."""
+        kwargs.pop("use_cache", None)
+        _, hidden, ids, keys, _ = self.states(input_ids, attention_mask, use_cache=False, **kwargs)
+        if shift_labels is None:
+            hidden, labels = hidden[:, :-1], labels[:, 1:]
+        else:
+            labels = shift_labels
+        mask = labels != -100
+        log_probs = hidden.new_zeros(labels.shape, dtype=torch.float32)
+        entropy = torch.zeros_like(log_probs)
+        wanted = mask.any(0).nonzero().squeeze(-1)
+        for chunk in wanted.split(_CHUNK):
+            lp = self.mix(hidden[:, chunk], chunk, ids, keys)
+            lp = F.log_softmax(lp / self.temperature, -1) if self.temperature != 1.0 else lp
+            picked = lp.gather(-1, labels[:, chunk].clamp(min=0)[..., None])[..., 0]
+            ent = -(lp.exp() * lp).sum(-1)
+            log_probs[:, chunk] = picked
+            entropy[:, chunk] = ent.detach()
+        log_probs, entropy = log_probs * mask, entropy * mask
+        loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
+        return CopyLogProbOutput(loss=loss, log_probs=log_probs, entropy=entropy, label_mask=mask)
+
+    def restore_forward(self, temperature: float = 1.0) -> None:
+        """Undo TRL's fused-LM-head patch (an instance attribute over this class's forward)."""
+        self.temperature = temperature
+        self.forward = types.MethodType(type(self).forward, self)
+
+    def logprobs_at(self, hidden: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """log p(next token) at `positions` of one sequence, from its hidden states (L, H) and ids (L,)."""
+        keys = self.copy_key(hidden)[None]
+        return self.mix(hidden[positions][None], positions, ids[None], keys)[0]
+
+
+def copy_model_from(config: Qwen3Config, copy_token_range: tuple[int, int], copy_dim: int = 64) -> CopyQwen3ForCausalLM:
+    """A randomly initialised copy model with `config`'s body."""
+    cfg = CopyQwen3Config(copy_dim=copy_dim, copy_token_range=copy_token_range, **config.to_diff_dict())
+    return CopyQwen3ForCausalLM(cfg)
+
+
+AutoConfig.register(CopyQwen3Config.model_type, CopyQwen3Config, exist_ok=True)
+AutoModelForCausalLM.register(CopyQwen3Config, CopyQwen3ForCausalLM, exist_ok=True)
