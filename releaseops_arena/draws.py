@@ -1,7 +1,7 @@
 """The scenario generator's random draws, on the public `getrandbits` and `random` of `random.Random`.
 
 Each reproduces, draw for draw, what CPython's `random.Random` method it stands
-for returns (`randrange`, `randint`, `choice`, `choices(k=1)`): the worlds of
+for returns (`randrange`, `randint`, `choice`, `shuffle`, `choices(k=1)`): the worlds of
 every split stay exactly as they were. They exist because the generator makes
 dozens of draws per reset and phase change, and the library methods spend most of
 their time checking arguments the generator never gets wrong (`randrange` is
@@ -33,6 +33,13 @@ def between(rng: random.Random, low: int, high: int) -> int:
 def one_of(rng: random.Random, options):
     """One item of a non-empty sequence: `rng.choice(options)`."""
     return options[below(rng, len(options))]
+
+
+def shuffle(rng: random.Random, items: list) -> None:
+    """Shuffle a list in place: `rng.shuffle(items)` (Fisher-Yates from the end)."""
+    for i in range(len(items) - 1, 0, -1):
+        j = below(rng, i + 1)
+        items[i], items[j] = items[j], items[i]
 
 
 # Cumulative weights by weight tuple: the tables are few and fixed, and

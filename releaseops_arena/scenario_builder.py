@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 
 from . import catalog
-from .draws import below, between, one_of, pick
+from .draws import below, between, one_of, pick, shuffle
 from .mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for, family_mechanisms
 from .workers import (
     ERROR_RATE, SECONDARY, WORDING_WEIGHTS, VOICE_WEIGHTS, VOICES, confidence, make_worker, trim_refs, voiced,
@@ -327,7 +327,7 @@ def open_stage(world: World) -> None:
         items.append(lambda: distractor(world))
     if world.overcautious_stage == world.stage:
         items.append(lambda: overcautious(world))
-    world.rng.shuffle(items)  # order on the board carries no information
+    shuffle(world.rng, items)  # order on the board carries no information
     for make in items:
         make()
 

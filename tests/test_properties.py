@@ -204,7 +204,7 @@ def test_the_renderer_writes_what_json_dumps_writes(value):
     assert dumps(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-@given(st.integers(0, 2**32), st.lists(st.tuples(st.sampled_from(["below", "between", "one_of"]),
+@given(st.integers(0, 2**32), st.lists(st.tuples(st.sampled_from(["below", "between", "one_of", "shuffle"]),
                                                  st.integers(1, 10**6), st.integers(0, 10**6)), max_size=30))
 def test_the_generators_draws_are_the_random_modules_draw_for_draw(seed, plan):
     # the worlds of every split depend on it: draws.py stands in for randrange, randint and choice
@@ -218,6 +218,11 @@ def test_the_generators_draws_are_the_random_modules_draw_for_draw(seed, plan):
             assert draws.below(ours, n) == theirs.randrange(n)
         elif kind == "between":
             assert draws.between(ours, low, low + n) == theirs.randint(low, low + n)
-        else:
+        elif kind == "one_of":
             options = list(range(n % 50 + 1))
             assert draws.one_of(ours, options) == theirs.choice(options)
+        else:
+            mine, yours = list(range(n % 12)), list(range(n % 12))
+            draws.shuffle(ours, mine)
+            theirs.shuffle(yours)
+            assert mine == yours
