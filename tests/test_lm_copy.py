@@ -15,11 +15,11 @@ def tokenizer():
     return build_tokenizer()
 
 
-@pytest.fixture(scope="module")
-def model(tokenizer):
+@pytest.fixture(scope="module", params=[0, 48], ids=["pointer", "pointer+read"])
+def model(tokenizer, request):
     from training.tiny_model import build_model
 
-    m = build_model(tokenizer, hidden=64, layers=2, seed=3, pointer=True)
+    m = build_model(tokenizer, hidden=64, layers=2, seed=3, pointer=True, read_span=request.param)
     m.eval()
     return m
 

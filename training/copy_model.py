@@ -14,8 +14,14 @@ coverage term for ids already mentioned again since `s` (a decided proposal's id
 comes back in the call and its result; a pending one has not), and `g_t` is a
 learned gate. `forward` returns `log p` as its logits: they are valid logits, so
 `generate`, sampling with a temperature and TRL's log-prob code all work
-unchanged. The copy keys and the input ids ride on the KV cache, so cached
-decoding equals uncached decoding.
+unchanged. The last hidden states and the input ids ride on the KV cache, so
+cached decoding equals uncached decoding.
+
+With `read_span`, the pointer also reads: each id's key and value add the mean
+state of the text that follows it (a proposal's claim, request, refs, risk and
+confidence follow its id), and the attention-weighted value joins the state
+that predicts the next token. So the tool name, which the call writes before
+the id, can depend on the proposal the pointer picks: the one still pending.
 
 TRL's GRPOTrainer replaces a model's forward with a fused LM head that would
 bypass the copy distribution; `restore_forward` puts this one back, and it
@@ -39,7 +45,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, Qwen3Config, Qwen3For
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils import ModelOutput
 
-# Past copy keys and input ids, stored on the cache object under this attribute.
+# Past input ids and last hidden states, stored on the cache object under this attribute.
 _STATE = "_copy_state"
 _TINY = 1e-30  # log of an impossible token: finite, so that gradients stay finite
 _CHUNK = 256  # query positions per chunk when TRL asks for per-token log-probs
@@ -51,10 +57,14 @@ class CopyQwen3Config(Qwen3Config):
     model_type = "copy_qwen3"
 
     def __init__(self, copy_dim: int = 64, copy_token_range: tuple[int, int] = (0, 0), coverage_init: float = -2.0,
-                 **kwargs):
+                 read_span: int = 0, span_token_range: tuple[int, int] = (0, 0), **kwargs):
         self.copy_dim = copy_dim
         self.copy_token_range = list(copy_token_range)
         self.coverage_init = coverage_init
+        # read_span > 0: the pointer also reads what follows each id (up to the next id of
+        # span_token_range, at most read_span tokens) back into the state that picks the next token.
+        self.read_span = read_span
+        self.span_token_range = list(span_token_range)
         super().__init__(**kwargs)
 
 
@@ -78,6 +88,9 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         self.copy_key = nn.Linear(h, d, bias=False)
         self.copy_gate = nn.Linear(h, 1)
         self.coverage = nn.Parameter(torch.tensor(float(config.coverage_init)))
+        if config.read_span:
+            self.span_key = nn.Linear(h, d, bias=False)
+            self.span_value = nn.Linear(h, h, bias=False)
         self.temperature = 1.0  # TRL's sampling temperature, for its per-token log-probs (restore_forward)
         self.post_init()
 
@@ -92,19 +105,19 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         lo, hi = self.config.copy_token_range
         return (ids >= lo) & (ids < hi)
 
-    def mix(self, hidden: torch.Tensor, qpos: torch.Tensor, ids: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """log p(next token) at query states `hidden` (B, m, H) whose absolute positions are `qpos` (m,),
-        given every input id (B, L) and copy key (B, L, d) up to the last query."""
-        vocab = F.log_softmax(self.lm_head(hidden).float(), -1)
+    def mix(self, query: torch.Tensor, qpos: torch.Tensor, ids: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        """log p(next token) at query states `query` (B, m, H) whose absolute positions are `qpos` (m,),
+        given every input id (B, L) and last hidden state (B, L, H) up to the last query."""
         src = self.copyable(ids)  # (B, L)
         count = int(src.sum(-1).max()) if src.numel() else 0
         if count == 0:
-            return vocab
+            return F.log_softmax(self.lm_head(query).float(), -1)
         # The copyable positions of each row, left-aligned and padded (padding is masked below).
         order = torch.argsort((~src).to(torch.int8), dim=-1, stable=True)[:, :count]  # (B, S)
         real = torch.gather(src, 1, order)
         src_ids = torch.gather(ids, 1, order)
-        src_keys = torch.gather(keys, 1, order[..., None].expand(-1, -1, keys.size(-1)))
+        width = states.size(-1)
+        src_states = torch.gather(states, 1, order[..., None].expand(-1, -1, width))
         # Coverage: the next position at which a source's id occurs again (L when it does not).
         L = ids.size(1)
         later = torch.arange(L, device=ids.device)
@@ -112,25 +125,49 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         next_seen = torch.where(again, later, L).min(-1).values  # (B, S)
         visible = real[:, None, :] & (order[:, None, :] <= qpos[None, :, None])  # (B, m, S)
         covered = (next_seen[:, None, :] <= qpos[None, :, None]).float()
-        q = self.copy_query(hidden)
-        scores = q @ src_keys.transpose(1, 2) / math.sqrt(q.size(-1)) + self.coverage * covered
+        keys = self.copy_key(src_states)[:, None]  # (B, 1, S, d)
+        if self.config.read_span:
+            span = self._spans(ids, states, order, qpos)  # (B, m, S, H)
+            keys = keys + self.span_key(span)
+        q = self.copy_query(query)
+        scores = (keys @ q[..., None])[..., 0] / math.sqrt(q.size(-1)) + self.coverage * covered
         scores = scores.float().masked_fill(~visible, float("-inf"))
         has = visible.any(-1, keepdim=True)  # (B, m, 1)
         attn = torch.softmax(scores.masked_fill(~has, 0.0), -1) * has
-        copy = torch.zeros_like(vocab).scatter_add_(-1, src_ids[:, None, :].expand(-1, hidden.size(1), -1), attn)
-        gate = torch.sigmoid(self.copy_gate(hidden).float()) * has  # no copy where nothing is copyable
+        if self.config.read_span:  # what the pointed-at ids are followed by informs the next token
+            query = query + (attn[..., None] * self.span_value(span)).sum(-2).to(query.dtype)
+        vocab = F.log_softmax(self.lm_head(query).float(), -1)
+        copy = torch.zeros_like(vocab).scatter_add_(-1, src_ids[:, None, :].expand(-1, query.size(1), -1), attn)
+        gate = torch.sigmoid(self.copy_gate(query).float()) * has  # no copy where nothing is copyable
         return torch.logaddexp(torch.log1p(-gate.clamp(max=1 - 1e-6)) + vocab,
                                torch.log(gate.clamp(min=_TINY)) + torch.log(copy.clamp(min=_TINY)))
 
+    def _spans(self, ids, states, order, qpos):
+        """Mean last hidden state over each source's span: from the source to the next id of
+        `span_token_range` (or `read_span` tokens), cut at the query (causal)."""
+        lo, hi = self.config.span_token_range
+        L = ids.size(1)
+        pos = torch.arange(L, device=ids.device)
+        starts = ((ids >= lo) & (ids < hi))  # (B, L)
+        # The first span-starting id after each position (L when none yet).
+        nxt = torch.where(starts, pos, L).flip(-1).cummin(-1).values.flip(-1)
+        nxt = torch.cat([nxt[:, 1:], torch.full_like(nxt[:, :1], L)], 1)  # strictly after
+        end = torch.minimum(torch.gather(nxt, 1, order), order + self.config.read_span)  # (B, S), exclusive
+        end = torch.minimum(end[:, None, :], qpos[None, :, None] + 1)  # (B, m, S)
+        csum = torch.cat([states.new_zeros(states.size(0), 1, states.size(-1)), states.cumsum(1)], 1)  # (B, L+1, H)
+        B, m, S = end.shape
+        at_end = torch.gather(csum, 1, end.reshape(B, m * S, 1).expand(-1, -1, states.size(-1))).view(B, m, S, -1)
+        at_start = torch.gather(csum, 1, order[..., None].expand(-1, -1, states.size(-1)))[:, None]
+        return (at_end - at_start) / (end - order[:, None, :]).clamp(min=1)[..., None].to(states.dtype)
+
     def states(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=None, **kwargs):
-        """(last hidden states of the new tokens, all input ids, all copy keys, position of the first new token);
-        the ids and keys are kept on `cache` for the next call."""
+        """(backbone output, last hidden states of the new tokens, all input ids, all last hidden states,
+        number of cached positions); the ids and states are kept on `cache` for the next call."""
         past = cache.get_seq_length() if cache is not None else 0
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                          use_cache=use_cache, **kwargs)
         hidden = out.last_hidden_state
-        keys = self.copy_key(hidden)
-        ids = input_ids
+        ids, states = input_ids, hidden
         if past:
             state = getattr(cache, _STATE, None)
             if state is None or state[0].size(1) < past:
@@ -138,10 +175,10 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
                                  "from an empty cache")
             # A cache cropped back (the hf: policy reuses a shared prefix) keeps the first `past` positions.
             ids = torch.cat([state[0][:, :past], ids], 1)
-            keys = torch.cat([state[1][:, :past], keys], 1)
+            states = torch.cat([state[1][:, :past], states], 1)
         if cache is not None and use_cache is not False:
-            setattr(cache, _STATE, (ids, keys.detach() if not torch.is_grad_enabled() else keys))
-        return out, hidden, ids, keys, past
+            setattr(cache, _STATE, (ids, states))
+        return out, hidden, ids, states, past
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, inputs_embeds=None,
                 labels=None, use_cache=None, logits_to_keep=0, fused_lm_head=False, past_key_values=None,
@@ -151,11 +188,11 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         cache = cache if cache is not None else past_key_values
         if fused_lm_head:
             return self._token_logprobs(input_ids, attention_mask, labels, shift_labels, num_items_in_batch, **kwargs)
-        out, hidden, ids, keys, past = self.states(input_ids, attention_mask, position_ids, cache, use_cache, **kwargs)
+        out, hidden, ids, states, past = self.states(input_ids, attention_mask, position_ids, cache, use_cache, **kwargs)
         n = hidden.size(1)
         keep = n if not logits_to_keep else min(int(logits_to_keep), n)
         qpos = torch.arange(past + n - keep, past + n, device=hidden.device)
-        logits = self.mix(hidden[:, n - keep:], qpos, ids, keys)
+        logits = self.mix(hidden[:, n - keep:], qpos, ids, states)
         loss = None
         if labels is not None:
             loss = F.nll_loss(logits[:, :-1].reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1),
@@ -166,7 +203,7 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         """TRL's `fused_lm_head=True` contract: log-prob (under `self.temperature`) and entropy of each
         next-token label, zero where the label is -100."""
         kwargs.pop("use_cache", None)
-        _, hidden, ids, keys, _ = self.states(input_ids, attention_mask, use_cache=False, **kwargs)
+        _, hidden, ids, states, _ = self.states(input_ids, attention_mask, use_cache=False, **kwargs)
         if shift_labels is None:
             hidden, labels = hidden[:, :-1], labels[:, 1:]
         else:
@@ -176,7 +213,7 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         entropy = torch.zeros_like(log_probs)
         wanted = mask.any(0).nonzero().squeeze(-1)
         for chunk in wanted.split(_CHUNK):
-            lp = self.mix(hidden[:, chunk], chunk, ids, keys)
+            lp = self.mix(hidden[:, chunk], chunk, ids, states)
             lp = F.log_softmax(lp / self.temperature, -1) if self.temperature != 1.0 else lp
             picked = lp.gather(-1, labels[:, chunk].clamp(min=0)[..., None])[..., 0]
             ent = -(lp.exp() * lp).sum(-1)
@@ -193,13 +230,14 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
 
     def logprobs_at(self, hidden: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """log p(next token) at `positions` of one sequence, from its hidden states (L, H) and ids (L,)."""
-        keys = self.copy_key(hidden)[None]
-        return self.mix(hidden[positions][None], positions, ids[None], keys)[0]
+        return self.mix(hidden[positions][None], positions, ids[None], hidden[None])[0]
 
 
-def copy_model_from(config: Qwen3Config, copy_token_range: tuple[int, int], copy_dim: int = 64) -> CopyQwen3ForCausalLM:
+def copy_model_from(config: Qwen3Config, copy_token_range: tuple[int, int], copy_dim: int = 64, read_span: int = 0,
+                    span_token_range: tuple[int, int] = (0, 0)) -> CopyQwen3ForCausalLM:
     """A randomly initialised copy model with `config`'s body."""
-    cfg = CopyQwen3Config(copy_dim=copy_dim, copy_token_range=copy_token_range, **config.to_diff_dict())
+    cfg = CopyQwen3Config(copy_dim=copy_dim, copy_token_range=copy_token_range, read_span=read_span,
+                          span_token_range=span_token_range, **config.to_diff_dict())
     return CopyQwen3ForCausalLM(cfg)
 
 

@@ -3,8 +3,11 @@
     python -m training.lm_learnability --minutes 60 --out runs/lm   # writes results/lm_learnability.json
 
 Stages, each timed: build an offline tokenizer (one token per board id) and a
-Qwen3-style model; collect warm-start episodes of the oracle on the train split
-(easy) in OpenEnv's collect format, which is TRL's tool-loop conversation
+Qwen3-style model with a pointer-generator head that copies ids off the board
+(`training/copy_model.py`); collect warm-start episodes of the reference
+planner (visible information only, so its choices can be learned from the
+board) on the train split (easy) in OpenEnv's collect format, which is TRL's
+tool-loop conversation
 (`training/collect.py`); supervised warm start on their assistant tokens;
 evaluate on held-out seeds (easy); GRPO with TRL's `environment_factory`
 (`training/train_grpo.py`, the environment owns the reward); evaluate again on
@@ -49,7 +52,7 @@ SPLIT, DIFFICULTY = "heldout_seeds", "easy"
 RESULTS = Path("results/lm_learnability.json")
 # The run's settings (every key can be overridden through `run(settings=...)`).
 SETTINGS = {
-    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True,  # model
+    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True, "read_span": 0,  # model
     "warm_policy": "planner", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": False,  # warm start
     "num_generations": 4, "batch_size": 4, "grpo_lr": 2e-4, "max_completion_length": 1024,  # GRPO
     "max_tool_calls": 12, "temperature": 1.0, "rows": 4096,
@@ -117,7 +120,7 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         clock[:] = [wall, cpu]
 
     base = build(out_dir / "base", cfg["vocab_size"], cfg["hidden"], cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"],
-                 copy_head=cfg["copy_head"], pointer=cfg["pointer"])
+                 copy_head=cfg["copy_head"], pointer=cfg["pointer"], read_span=cfg["read_span"])
     tokenizer = AutoTokenizer.from_pretrained(base)
     lap("build")
     conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed)
@@ -199,7 +202,7 @@ def markdown(results: dict) -> str:
     c, s, k = results["config"], results["stages"], results["config"]["settings"]
     lines = [
         f"Model: Qwen3-style, {c['parameters'] / 1e6:.1f}M parameters ({k['layers']} layers, hidden {k['hidden']}), "
-        f"vocabulary {c['vocab']} with one token per board id. Warm start on {c['warm_start_episodes']} "
+        f"vocabulary {c['vocab']} with one token per board id" + _head(k) + f". Warm start on {c['warm_start_episodes']} "
         f"{k['warm_policy']} episodes (train split, easy; {results['sft']['steps']} steps, loss "
         f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
         f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
@@ -224,6 +227,14 @@ def markdown(results: dict) -> str:
               f"episode not collapsed: {yes[t['grpo_gain']]}"
               + (" (calls per episode fell under half)" if results["calls_collapse"] else "") + "."]
     return "\n".join(lines + [""] + _variants(results))
+
+
+def _head(k: dict) -> str:
+    if not k.get("pointer"):
+        return ""
+    read = f", reading the {k['read_span']} tokens after each id" if k.get("read_span") else ""
+    return (f", and a pointer-generator head (`training/copy_model.py`: a gated copy distribution over the board ids "
+            f"already in the conversation, with coverage of the ids mentioned again{read})")
 
 
 def _variants(results: dict) -> list[str]:

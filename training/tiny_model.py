@@ -120,7 +120,7 @@ def id_token_range(tokenizer) -> tuple[int, int]:
 
 
 def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_gain: float = 1.0,
-                copy_head: bool = False, pointer: bool = False):
+                copy_head: bool = False, pointer: bool = False, read_span: int = 0):
     """`qk_gain` initialises Qwen3's query/key norms: with unit gains an attention logit stays under
     sqrt(head_dim), too flat to single out one id among a board's thousand tokens.
 
@@ -129,7 +129,8 @@ def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_
     attends to already gets a high logit, and training only has to learn where to look (from a
     random start it must learn both at once, and a tiny model kept guessing the commonest id).
 
-    `pointer` adds a pointer-generator head that copies board ids (`training/copy_model.py`)."""
+    `pointer` adds a pointer-generator head that copies board ids (`training/copy_model.py`); with
+    `read_span` it also reads up to that many tokens after each id, up to the next proposal id."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -143,7 +144,10 @@ def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_
     if pointer:
         from .copy_model import copy_model_from
 
-        model = copy_model_from(config, id_token_range(tokenizer))
+        lo, hi = id_token_range(tokenizer)
+        proposals = (hi - MAX_PROPOSAL_ID, hi)  # id_vocabulary lists the proposal ids last
+        assert tokenizer.convert_ids_to_tokens(proposals[0]) == "p1"
+        model = copy_model_from(config, (lo, hi), read_span=read_span, span_token_range=proposals)
     else:
         model = Qwen3ForCausalLM(config)
     with torch.no_grad():
@@ -161,10 +165,11 @@ def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_
 
 
 def build(out: Path, vocab_size: int = 2048, hidden: int = 96, layers: int = 2, id_tokens: bool = True,
-          seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False, pointer: bool = False) -> Path:
+          seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False, pointer: bool = False,
+          read_span: int = 0) -> Path:
     """Write a tokenizer + randomly initialised model that `from_pretrained(out)` loads."""
     tokenizer = build_tokenizer(vocab_size, id_tokens)
-    model = build_model(tokenizer, hidden, layers, seed, qk_gain, copy_head, pointer)
+    model = build_model(tokenizer, hidden, layers, seed, qk_gain, copy_head, pointer, read_span)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out)
     model.save_pretrained(out)
