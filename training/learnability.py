@@ -245,7 +245,7 @@ def structured_markdown(s: dict) -> list[str]:
              + "), \"warm start\" the cloned start before any update. No held-out seed, family or mix was seen in "
              "training or selection.", "",
              f"Each slice: the first {s['n']} tasks. Rule, planner, warm start and trained are played by this "
-             f"command; the exploit suite's intervals come from results/calibration.json (same tasks).", "",
+             f"command; the exploit suite's intervals, on the same tasks, come from {calibration_source(s)}.", "",
              summary_table(s), "",
              "![learning curve](learnability_structured_curve.png)", ""]
     lines += [f"![{name}: rule, trained, planner](learnability_bars_{name.split('/')[0]}.png)" for name in BARS_SLICES]
@@ -266,6 +266,13 @@ def structured_markdown(s: dict) -> list[str]:
                              f"{b[label]['budget_used']}): " + " → ".join(b[label]["calls"]))
         lines.append("")
     return lines
+
+
+def calibration_source(structured: dict) -> str:
+    """Where the exploit intervals were read, and the command that writes that file."""
+    path = Path(structured.get("calibration", "results/calibration.json"))
+    out = "" if path.parent == Path("results") else f" --out {path.parent} --docs {path.parent}"
+    return f"`{path}`, written by `python -m training.calibrate -n {structured['n']}{out}`"
 
 
 def report(data: dict, docs: Path) -> str:
@@ -345,7 +352,8 @@ def main(argv: list[str] | None = None) -> None:
                       + "`; evaluated by this command.")
     if not args.rerender:
         data["structured"] = {**structured_part(checkpoint, args.n, args.search, args.workers, args.docs,
-                                                calibration), "provenance": provenance}
+                                                calibration), "provenance": provenance,
+                              "calibration": str(args.calibration)}
     if lm_process is not None and lm_process.wait() != 0:
         raise SystemExit(f"the LM experiment failed (exit {lm_process.returncode}); see {args.runs / 'lm'}"
                          "/lm_learnability.log")
