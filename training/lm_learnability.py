@@ -63,10 +63,13 @@ SFT_SHARE, GRPO_SHARE = 0.40, 0.30
 
 
 def warm_conversations(policy: str, n: int, seed: int = 0) -> list[list[dict]]:
-    """`n` safe-ship train episodes of `policy` (easy), collected in OpenEnv's format and loaded back."""
+    """The safe-ship episodes among `n` train episodes of `policy` (easy), collected in OpenEnv's format,
+    loaded back, each closed by the turn that ends TRL's tool loop (`sft_warmup.closed`)."""
+    from .sft_warmup import closed
+
     with tempfile.TemporaryDirectory() as tmp:
         collect(policy, "train", n, Path(tmp), DIFFICULTY, progress=False)
-        return load_conversations(Path(tmp))
+        return [closed(m) for m in load_conversations(Path(tmp))]
 
 
 def evaluation(checkpoint: str | Path, n: int) -> dict:

@@ -34,6 +34,18 @@ def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64
         return load_conversations(Path(tmp))[:n]
 
 
+# The turn that ends an episode's conversation: TRL's tool loop stops at an assistant message without
+# a tool call. Collected episodes end on the last tool result (the engine stopped the play there), so
+# a model warmed up on them alone keeps calling tools after the release has shipped, and in GRPO every
+# such call fails against a finished episode.
+CLOSING_TURN = {"role": "assistant", "content": "Done."}
+
+
+def closed(messages: list[dict]) -> list[dict]:
+    """A finished episode's conversation with the closing turn appended (once)."""
+    return messages if messages[-1] == CLOSING_TURN else [*messages, CLOSING_TURN]
+
+
 def tool_functions():
     """The tool callables whose schemas the chat template renders (TRL passes bound methods)."""
     from releaseops_arena import ReleaseOpsToolEnv
