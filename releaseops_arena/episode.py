@@ -142,6 +142,8 @@ class Episode:
         spent_before, invalid_before = c.budget_used, c.invalid_actions
         try:
             args = self._validate(tool_name, arguments)
+            # A valid call's arguments are known names with short strings: kept as they came.
+            audited = dict(args)
             result = _HANDLERS[tool_name](self, **args)
             reward, error = self._drain(), None
             c.consecutive_invalid = c.repeated_invalid = 0
@@ -150,7 +152,8 @@ class Episode:
         except ToolError as exc:
             c.invalid_actions += 1
             c.consecutive_invalid += 1
-            signature = _short(tool_name) + repr(_audit_args(arguments))
+            audited = _audit_args(arguments)
+            signature = _short(tool_name) + repr(audited)
             c.repeated_invalid = c.repeated_invalid + 1 if signature == c.last_invalid else 1
             c.last_invalid = signature
             error = text = str(exc)
@@ -164,7 +167,7 @@ class Episode:
         self.audit.append({
             "step": c.tool_calls, "phase": phase, "round": rnd,
             "tool": tool_name[:MAX_ARG_CHARS] if type(tool_name) is str else _short(tool_name),
-            "arguments": _audit_args(arguments), "budget_cost": c.budget_used - spent_before,
+            "arguments": audited, "budget_cost": c.budget_used - spent_before,
             "reward": reward, "reward_parts": self._parts_since(spent_before, invalid_before),
             "result": None if error else text, "error": error,
             "terminal": self.terminal_reason if done else None,

@@ -29,6 +29,7 @@ from .rubric import EpisodeReturn
 
 SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
 TASK_KEYS = ("split", "index", "token")
+RESET_KEYS = frozenset(SCENARIO_KEYS + TASK_KEYS)
 # The operator's evaluation secret (unset: the public draw). It salts the worlds
 # of the evaluation splits' tasks, so that nobody holding this source can rebuild
 # a task from its first board (README, "Tasks and the evaluation secret").
@@ -84,7 +85,7 @@ class ReleaseOpsEnvironment(Environment):
         task also needs its `token`) or a scenario (`family`, `seed`, `difficulty`, `archetype_mix`;
         missing ones take the catalogue defaults)."""
         self._check_open()
-        unknown = sorted(set(kwargs) - set(SCENARIO_KEYS) - set(TASK_KEYS))
+        unknown = sorted(kwargs.keys() - RESET_KEYS)
         if unknown:
             raise ValueError(f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, "
                              f"{', '.join(key for key in SCENARIO_KEYS if key != 'seed')}, {', '.join(TASK_KEYS)}")
