@@ -3,10 +3,11 @@
 Each reproduces, draw for draw, what CPython's `random.Random` method it stands
 for returns (`randrange`, `randint`, `choice`, `shuffle`, `choices(k=1)`): the worlds of
 every split stay exactly as they were. They exist because the generator makes
-dozens of draws per reset and phase change, and the library methods spend most of
-their time checking arguments the generator never gets wrong (`randrange` is
-about four times the cost of the draw itself). They also pin the algorithm,
-which the `random` module does not promise to keep across Python versions.
+dozens of draws per reset and phase change, and the library methods check
+arguments the generator never gets wrong: on CPython 3.11, `randrange(100, 1000)`
+took 0.26 us against 0.18 us for `between` (the `getrandbits` under both, 0.06 us).
+They also pin the algorithm, which the `random` module does not promise to keep
+across Python versions.
 """
 
 from __future__ import annotations
