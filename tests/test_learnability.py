@@ -61,11 +61,15 @@ def test_behaviour_shows_the_demo_seeds_before_and_after_and_the_first_task_wher
         assert all("(" in c for c in example["after training"]["calls"])
 
 
-def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(checkpoint, tmp_path):
-    # A 4-task calibration in training.calibrate's layout, naive standing in for every exploit.
-    slices = {f"{split}/{d}": dict.fromkeys(lb.EXPLOITS, evaluate("naive", split, 4, d, progress=False))
+def write_calibration(path, n=4):
+    """An n-task calibration in training.calibrate's layout, naive standing in for every exploit."""
+    slices = {f"{split}/{d}": dict.fromkeys(lb.EXPLOITS, evaluate("naive", split, n, d, progress=False))
               for split, d in lb.SLICES}
-    (tmp_path / "cal.json").write_text(json.dumps({"n": 4, "slices": slices}))
+    path.write_text(json.dumps({"n": n, "slices": slices}))
+
+
+def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(checkpoint, tmp_path):
+    write_calibration(tmp_path / "cal.json")
     # An LM run still going has recorded only its variants; the report renders that much.
     (tmp_path / "lm.json").write_text(json.dumps({"variants": [lm.variant_row(
         "A", "a note", lm.summary(episodes(4)), "4 episodes")]}))
@@ -100,3 +104,21 @@ def test_a_task_count_other_than_the_calibrations_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         lb.main(["--lm-minutes", "0", "-n", "7", "--calibration", str(tmp_path / "cal.json")])
     assert "must come from the same tasks" in capsys.readouterr().err
+
+
+def test_the_one_command_trains_the_structured_policy_then_writes_the_report(tmp_path):
+    # The path a user takes with no earlier runs, at smoke scale: clone, GRPO, select, evaluate, render.
+    write_calibration(tmp_path / "cal.json")
+    runs, docs, out = tmp_path / "runs", tmp_path / "docs", tmp_path / "learnability.json"
+    lb.main(["--minutes", "0.05", "--warm-episodes", "12", "--validation-episodes", "6", "--lm-minutes", "0",
+             "-n", "4", "--search", "2", "--runs", str(runs), "--docs", str(docs), "--out", str(out),
+             "--calibration", str(tmp_path / "cal.json")])
+    for suffix in (".pt", ".warm.pt", ".json"):
+        assert (runs / f"structured{suffix}").exists(), suffix
+    data = json.loads(out.read_text())
+    s = data["structured"]
+    assert s["provenance"].startswith("Trained by this command")
+    assert s["training"]["warm_episodes"] == 12 and s["training"]["steps"] >= 1
+    assert "--warm-episodes 12" in json.loads((runs / "structured.json").read_text())["command"]
+    assert set(s["slices"]) == {f"{split}/{d}" for split, d in lb.SLICES}
+    assert "lm" not in data and "Trained by this command" in (docs / "learnability.md").read_text()

@@ -3,6 +3,8 @@
     python -m training.learnability                       # trains both (about 60 minutes on 2 cores)
     python -m training.learnability --structured-checkpoint runs/structured.pt \\
         --lm-results results/lm_learnability.json           # re-render from runs already made
+    python -m training.learnability --minutes 0.3 --warm-episodes 30 --validation-episodes 20 \
+        --lm-minutes 0 -n 10 --calibration <an n=10 calibration> ...   # the whole path at smoke scale
 
 1. The structured policy (`training/structured_policy.py`, train split only):
    trained here with `RECIPE`, or an earlier checkpoint read with
@@ -148,11 +150,13 @@ def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel:
     plt.close(fig)
 
 
-def train_structured(checkpoint: Path, minutes: float, seed: int) -> dict:
+def train_structured(checkpoint: Path, minutes: float, seed: int, **scale) -> dict:
+    """`scale` (warm_episodes, validation_episodes) shrinks a smoke run; the report's run uses the defaults."""
     from .structured_policy import train
 
-    summary = train(**{**RECIPE, "minutes": minutes}, seed=seed, out=checkpoint,
-                    command=TRAIN_COMMAND.format(minutes=minutes, out=checkpoint) + f" --seed {seed}")
+    flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in scale.items())
+    summary = train(**{**RECIPE, "minutes": minutes, **scale}, seed=seed, out=checkpoint,
+                    command=TRAIN_COMMAND.format(minutes=minutes, out=checkpoint) + f" --seed {seed}" + flags)
     summary.pop("model")
     return summary
 
@@ -296,6 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--minutes", type=float, default=RECIPE["minutes"], help="structured policy training time")
     parser.add_argument("--structured-checkpoint", type=Path, default=None,
                         help="evaluate this earlier checkpoint instead of training (needs its .json and .warm.pt)")
+    parser.add_argument("--warm-episodes", type=int, default=None,
+                        help="planner episodes the structured policy clones (default 3,000; fewer for a smoke run)")
+    parser.add_argument("--validation-episodes", type=int, default=None,
+                        help="train-split validation seeds per checkpoint (default 500; fewer for a smoke run)")
     parser.add_argument("--lm-minutes", type=float, default=60.0, help="LM experiment time (0: no LM section)")
     parser.add_argument("--lm-results", type=Path, default=None, help="render these LM results instead of running it")
     parser.add_argument("--lm-n", type=int, default=120, help="held-out easy episodes per LM evaluation")
@@ -344,7 +352,9 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(1)  # the other core is the LM's
         checkpoint = args.runs / "structured.pt"
         t0 = time.monotonic()
-        train_structured(checkpoint, args.minutes, args.seed)
+        scale = {k: v for k, v in (("warm_episodes", args.warm_episodes),
+                                   ("validation_episodes", args.validation_episodes)) if v is not None}
+        train_structured(checkpoint, args.minutes, args.seed, **scale)
         provenance = f"Trained by this command ({round(time.monotonic() - t0)} s wall, warm start included)."
     elif not args.rerender:
         summary = json.loads(checkpoint.with_suffix(".json").read_text())
