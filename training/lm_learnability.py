@@ -54,12 +54,12 @@ RESULTS = Path("results/lm_learnability.json")
 SETTINGS = {
     "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True, "read_span": 0,  # model
     "warm_policy": "planner", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": False,  # warm start
-    "num_generations": 4, "batch_size": 4, "grpo_lr": 2e-4, "max_completion_length": 1024,  # GRPO
-    "max_tool_calls": 12, "temperature": 1.0, "rows": 4096,
+    "num_generations": 4, "batch_size": 4, "grpo_lr": 1e-4, "max_completion_length": 1024,  # GRPO
+    "max_tool_calls": 14, "temperature": 0.5, "rows": 4096,
+    # Shares of the budget for the two timed stages; building, collecting and the two evaluations
+    # take what they take (measured and reported).
+    "sft_share": 0.45, "grpo_share": 0.35,
 }
-# Shares of the budget for the two timed stages; building, collecting and the two evaluations
-# take what they take (measured and reported).
-SFT_SHARE, GRPO_SHARE = 0.40, 0.30
 
 
 def warm_conversations(policy: str, n: int, seed: int = 0) -> list[list[dict]]:
@@ -130,13 +130,13 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     lap("collect")
     sft_dir = out_dir / "sft"
     warm = warm_start(base, sft_dir, conversations=conversations, epochs=100, lr=cfg["sft_lr"], seed=seed,
-                      max_minutes=SFT_SHARE * minutes, copy_tokens=id_token_ids(tokenizer) if cfg["copy_loss"] else None)
+                      max_minutes=cfg["sft_share"] * minutes, copy_tokens=id_token_ids(tokenizer) if cfg["copy_loss"] else None)
     lap("sft")
     before = evaluation(sft_dir, n_eval)
     lap("eval_sft")
     grpo_dir = out_dir / "grpo"
     used = (time.process_time() - cpu0) / 60
-    grpo_minutes = max(1.0, min(GRPO_SHARE * minutes, minutes - used - stages["eval_sft"]["cpu_s"] / 60 - 0.5))
+    grpo_minutes = max(1.0, min(cfg["grpo_share"] * minutes, minutes - used - stages["eval_sft"]["cpu_s"] / 60 - 0.5))
     args = train_grpo.parser().parse_args([
         "--model", str(sft_dir), "--cpu", "--steps", "100000", "--max-minutes", str(grpo_minutes),
         "--num-generations", str(cfg["num_generations"]), "--batch-size", str(cfg["batch_size"]),
