@@ -4,9 +4,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from releaseops_arena import ReleaseOpsToolEnv  # noqa: E402
-from releaseops_arena.splits import task_scenario  # noqa: E402
-
 
 @pytest.fixture(scope="module")
 def tokenizer():
@@ -86,7 +83,7 @@ def test_it_saves_and_loads_by_from_pretrained_with_the_same_logits(tokenizer, m
 
 
 def test_cached_greedy_decoding_equals_uncached_and_the_hf_policy_gives_generates_tokens(tokenizer, model, tmp_path):
-    from training.llm_policy import LLMPolicy
+    from tests.lm_checks import assert_hf_policy_decodes_as_generate
 
     ids = _ids(tokenizer, 'x "p17" "pr_349" y "p4" z "')
     with torch.no_grad():
@@ -95,20 +92,7 @@ def test_cached_greedy_decoding_equals_uncached_and_the_hf_policy_gives_generate
     assert cached.tolist() == uncached.tolist()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    policy = LLMPolicy(str(tmp_path), max_new_tokens=12)
-    env = ReleaseOpsToolEnv()
-    for index in range(2):  # the second episode reuses the cached tool schemas and crops the rest
-        policy.begin(env.reset(**task_scenario("heldout_seeds", index, "easy")))
-        for turn in range(2):
-            prompt = policy.tokenizer.apply_chat_template(policy.messages, tools=policy.tools,
-                                                          chat_template=policy.template, add_generation_prompt=True,
-                                                          tokenize=False)
-            enc = policy.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
-            expected = policy.model.generate(**enc, do_sample=False, max_new_tokens=12)[0][enc["input_ids"].shape[1]:]
-            assert policy._decode(enc["input_ids"][0].tolist()) == expected.tolist()
-            policy.messages += [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-                "name": "approve_proposal", "arguments": {"proposal_id": f"p{turn + 1}"}}}]},
-                {"role": "tool", "name": "approve_proposal", "content": str({"error": "unknown"})}]
+    assert_hf_policy_decodes_as_generate(tmp_path)
 
 
 def test_trls_per_token_log_probs_are_the_copy_models_own_even_left_padded(tokenizer, model):

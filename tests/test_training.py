@@ -343,23 +343,9 @@ def test_the_report_section_shows_every_measured_number():
 def test_the_cached_greedy_decoding_of_the_hf_policy_is_what_generate_gives(id_tokenizer, tmp_path):
     """The policy keeps its key/value cache across turns and episodes and cuts it back where a new
     prompt differs; its tokens must be exactly model.generate's greedy tokens."""
-    from releaseops_arena.splits import task_scenario
-    from training.llm_policy import LLMPolicy
+    from tests.lm_checks import assert_hf_policy_decodes_as_generate
     from training.tiny_model import build_model
 
     build_model(id_tokenizer, hidden=64, layers=2, seed=3).save_pretrained(tmp_path)
     id_tokenizer.save_pretrained(tmp_path)
-    policy = LLMPolicy(str(tmp_path), max_new_tokens=12)
-    env = ReleaseOpsToolEnv()
-    for index in range(2):  # the second episode reuses the cached tool schemas and crops the rest
-        policy.begin(env.reset(**task_scenario("heldout_seeds", index, "easy")))
-        for turn in range(2):
-            prompt = policy.tokenizer.apply_chat_template(policy.messages, tools=policy.tools,
-                                                          chat_template=policy.template, add_generation_prompt=True,
-                                                          tokenize=False)
-            ids = policy.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
-            expected = policy.model.generate(**ids, do_sample=False, max_new_tokens=12)[0][ids["input_ids"].shape[1]:]
-            assert policy._decode(ids["input_ids"][0].tolist()) == expected.tolist()
-            policy.messages += [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-                "name": "approve_proposal", "arguments": {"proposal_id": f"p{turn + 1}"}}}]},
-                {"role": "tool", "name": "approve_proposal", "content": str({"error": "unknown"})}]
+    assert_hf_policy_decodes_as_generate(tmp_path)
