@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import random
 
-from .catalog import ARTIFACT_BY_TOOL, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS, inspect_call
+from .catalog import ARTIFACT_BY_KIND, ARTIFACT_BY_TOOL, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS, inspect_call
+from .mechanisms import REGISTRY
 from .planner import InspectEverything, ReferencePlanner, Rule
 from .policy import (DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_for, seen_violation, ship_call,
                      unvoiced, wording_of)
@@ -141,9 +142,74 @@ class Oracle(Policy):
         return "approve_proposal", {"proposal_id": p["id"]}
 
 
+# The id prefix of the artifact that settles each request a site makes (the mechanisms' published `decisive`).
+SETTLED_BY = {m.request: ARTIFACT_BY_KIND[m.decisive].prefix for m in REGISTRY.values()}
+GATE_STAGE_ORDER = ("open_deploy_gate", "promote_build")
+
+
+class EvidenceFirst(Policy):
+    """Reads evidence and never a claim: a stronger yardstick than the rule, found by an adversarial review.
+
+    It never looks at a claim, a voice, a confidence, a hint or a track record. It spends the
+    budget on each site's decisive artifact in a fixed order (triage sites before merge PRs, more
+    refs first; the deploy gate before a promoted build; the ship's deploy run last), blocks what
+    the evidence shows broken, declines what only costs time, and approves the rest; a proposal
+    citing an artifact it already read for another proposal is taken as that proposal's fix.
+    On the unseen family it beats the planner, whose posterior comes from the seen families.
+    """
+
+    name = "evidence_first"
+
+    def begin(self, observation):
+        self.blocked: set[str] = set()
+        self.ship_blocked = False
+        self.read_for: dict[str, str] = {}  # artifact id -> the proposal it was inspected for
+
+    @staticmethod
+    def _decisive(p: dict, phase: int) -> str | None:
+        prefix = SETTLED_BY.get(p["request"])
+        if prefix is None or p["request"] == "merge_pr" and (phase != 0 or p["risk"] != ["payments"]):
+            return None  # after triage a merge is a fix or a distractor
+        refs = [r for r in p["refs"] if r.startswith(prefix)]
+        return refs[-1] if refs else None
+
+    def act(self, view):
+        pending, phase = view.pending(), view.board["phase_index"]
+        others = [p for p in pending if p["request"] != "ship_release_candidate"]
+        for p in others:
+            if p["request"] in DELAY_REQUESTS:
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+            for ref in p["refs"]:
+                rule = evidence_violation(view.evidence[ref]) if self.read_for.get(ref) == p["id"] else None
+                if rule in rules_for(p) and p["id"] not in self.blocked:
+                    self.blocked.add(p["id"])
+                    return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
+        if view.can_look():
+            targets = [(p, ref) for p in others if (ref := self._decisive(p, phase)) and ref not in view.evidence]
+            if phase == 0:
+                targets.sort(key=lambda t: (t[0]["request"] == "merge_pr", -len(t[0]["refs"])))
+            elif phase == 1:
+                targets.sort(key=lambda t: GATE_STAGE_ORDER.index(t[0]["request"])
+                             if t[0]["request"] in GATE_STAGE_ORDER else len(GATE_STAGE_ORDER))
+            if targets:
+                p, ref = targets[0]
+                self.read_for[ref] = p["id"]
+                return inspect_call(ref)
+        if others:
+            return "approve_proposal", {"proposal_id": others[0]["id"]}
+        ship = pending[0]
+        if ship["refs"][-1] not in view.evidence and view.can_look():
+            return inspect_call(ship["refs"][-1])  # the deploy-check run
+        shown = next((evidence_violation(view.evidence[r]) for r in ship["refs"] if r in view.evidence), None)
+        if shown == "S3" and not self.ship_blocked:
+            self.ship_blocked = True
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
+        return "approve_proposal", {"proposal_id": ship["id"]}
+
+
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls for cls in (RandomPolicy, Naive, Rule, Oracle, AlwaysHold, AlwaysApprove, InspectEverything,
-                               BlockEverything, ReferencePlanner, TrainedPolicy)
+                               BlockEverything, ReferencePlanner, TrainedPolicy, EvidenceFirst)
 }
 
 

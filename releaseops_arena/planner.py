@@ -1,7 +1,9 @@
 """The planner and the rule: policies that weigh every visible cue of a proposal.
 
-`planner` is the achievable ceiling: it knows the generator's published
-probabilities (`workers`, `mechanisms`) but not the episode's hidden draws.
+`planner` is the reference learning is measured against: it knows the generator's
+published probabilities (`workers`, `mechanisms`) but not the episode's hidden draws.
+It is not a ceiling: on the unseen family, whose cues its posterior never saw,
+`baselines.EvidenceFirst` (evidence only, in a fixed order) ships safely more often.
 `rule` reads the same sites with a hand-made suspicion score instead of a
 posterior; `inspect_everything` spends all the evidence it can first.
 """
@@ -195,7 +197,7 @@ class ReferencePlanner(Policy):
 
 
 class Rule(ReferencePlanner):
-    """The strongest fixed heuristic we could write on visible information, tuned on the train split.
+    """A hand-written heuristic on visible information, tuned on the train split.
 
     It reads the same sites as the planner but scores doubt with a hand-made suspicion score (a
     poor track record, a new or promoted hint, a certain or vague voice, high confidence on one

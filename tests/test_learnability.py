@@ -79,7 +79,7 @@ def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(ch
     data = json.loads(out.read_text())
     assert set(data["structured"]["slices"]) == {f"{s}/{d}" for s, d in lb.SLICES}
     part = data["structured"]["slices"]["unseen_family/hard"]
-    assert {"rule", "planner", "warm start", "trained"} == set(part["results"])
+    assert {"rule", "planner", "warm start", "trained", "evidence_first"} == set(part["results"])
     assert set(part["exploits"]) == set(lb.EXPLOITS)
     text = (docs / "learnability.md").read_text()
     assert "Read from" in text and "evaluated by this command" in text and "a note" in text

@@ -84,7 +84,8 @@ def slice_checks(results: dict, references: dict) -> dict:
 
 
 def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -> dict:
-    """{slice: {label: result}}: rule, planner, warm start and trained played here; exploits from calibration."""
+    """{slice: {label: result}}: rule, planner, warm start, trained and evidence_first played here; exploits
+    from calibration."""
     out = {}
     for split, difficulty in SLICES:
         name = f"{split}/{difficulty}"
@@ -92,7 +93,7 @@ def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -
         add_rule_win(rule, rule)
         results = {"rule": rule}
         for label, policy in (("planner", "planner"), ("warm start", f"structured:{checkpoint.with_suffix('.warm.pt')}"),
-                              ("trained", f"structured:{checkpoint}")):
+                              ("trained", f"structured:{checkpoint}"), ("evidence_first", "evidence_first")):
             results[label] = evaluate(policy, split, n, difficulty, workers=workers, baseline=rule, progress=False)
             results[label]["policy"] = label
         references = {e: {**calibration["slices"][name][e], "policy": e} for e in EXPLOITS}
@@ -232,6 +233,29 @@ def summary_table(s: dict) -> str:
     return "\n".join(lines)
 
 
+def yardstick_lines(s: dict) -> list[str]:
+    """The trained policy against `evidence_first`, the claim-blind script an adversarial review found."""
+    if not all("evidence_first" in part["results"] for part in s["slices"].values()):
+        return []
+    rows = []
+    for name, part in s["slices"].items():
+        r = part["results"]
+        cells = []
+        for key, fmt in (("safe_ship", _pct), ("mean_return", _ret)):
+            ahead = above(r["evidence_first"], r["trained"], key)
+            behind = above(r["trained"], r["evidence_first"], key)
+            verdict = "evidence_first above" if ahead else "trained above" if behind else "intervals overlap"
+            cells.append(f"{fmt(r['evidence_first']['metrics'][key])} ({verdict})")
+        rows.append(f"| {name} | {cells[0]} | {cells[1]} |")
+    return ["**A stronger yardstick than the rule.** `evidence_first` (releaseops_arena/baselines.py) never reads a "
+            "claim, a voice, a confidence, a hint or a track record: it inspects each site's decisive artifact in a "
+            "fixed order, blocks what the evidence shows broken and approves the rest. An adversarial review of this "
+            "report found it. It supervises through evidence alone, so it is not in the exploit suite; where it beats "
+            "the trained policy, reading the cues bought nothing over spending the budget in a fixed order.", "",
+            "| slice | evidence_first safe ship % (against trained) | evidence_first mean return (against trained) |",
+            "|---|---|---|", *rows, ""]
+
+
 def structured_markdown(s: dict) -> list[str]:
     from .structured_policy import VALIDATION_START
 
@@ -250,7 +274,7 @@ def structured_markdown(s: dict) -> list[str]:
              "training or selection.", "",
              f"Each slice: the first {s['n']} tasks. Rule, planner, warm start and trained are played by this "
              f"command; the exploit suite's intervals, on the same tasks, come from {calibration_source(s)}.", "",
-             summary_table(s), "",
+             summary_table(s), "", *yardstick_lines(s),
              "![learning curve](learnability_structured_curve.png)", ""]
     lines += [f"![{name}: rule, trained, planner](learnability_bars_{name.split('/')[0]}.png)" for name in BARS_SLICES]
     for name, part in s["slices"].items():
