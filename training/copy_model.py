@@ -55,6 +55,9 @@ class CopyQwen3Config(Qwen3Config):
     """Qwen3's config plus the copy head: its width and the token-id range it may copy (the board ids)."""
 
     model_type = "copy_qwen3"
+    # Not remote code: TRL's reference-model loader (beta > 0) reads this before falling back to
+    # AutoModelForCausalLM, where importing this module registered the class.
+    auto_map = {}  # noqa: RUF012  (read only)
 
     def __init__(self, copy_dim: int = 64, copy_token_range: tuple[int, int] = (0, 0), coverage_init: float = -2.0,
                  read_span: int = 0, span_token_range: tuple[int, int] = (0, 0), **kwargs):

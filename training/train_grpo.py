@@ -133,8 +133,9 @@ def train(args, clock=None) -> dict:
     trainer = GRPOTrainer(model=model, reward_funcs=[episode_metrics], args=config, train_dataset=dataset,
                           processing_class=tokenizer, environment_factory=factory,
                           callbacks=[TimeLimit(args.max_minutes, clock)] if args.max_minutes else None)
-    if hasattr(model, "restore_forward"):  # TRL's fused LM head would bypass a pointer-generator's copy head
-        model.restore_forward(args.temperature)
+    for m in (model, getattr(trainer, "ref_model", None)):  # the reference model too, when beta > 0
+        if hasattr(m, "restore_forward"):  # TRL's fused LM head would bypass a pointer-generator's copy head
+            m.restore_forward(args.temperature)
     tools = sorted(t.__name__ for t in trainer.tools)
     try:
         trainer.train()
