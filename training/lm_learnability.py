@@ -50,9 +50,11 @@ from .evaluate import mean_ci, rate, run_episodes, summarize
 
 SPLIT, DIFFICULTY = "heldout_seeds", "easy"
 RESULTS = Path("results/lm_learnability.json")
-# The run's settings (every key can be overridden through `run(settings=...)`).
+# The run's settings (every key can be overridden through `run(settings=...)`). read_span 48: the
+# pointer reads the proposal after each id (variant I, 12 CPU-minutes of warm start: 95% valid calls,
+# 93% of 30 held-out episodes finished, against 75% and 55% without the read in the 34-minute run).
 SETTINGS = {
-    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True, "read_span": 0,  # model
+    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True, "read_span": 48,  # model
     "warm_policy": "planner", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": False,  # warm start
     "num_generations": 4, "batch_size": 4, "grpo_lr": 1e-4, "max_completion_length": 1024,  # GRPO
     "max_tool_calls": 14, "temperature": 0.5, "rows": 4096,
