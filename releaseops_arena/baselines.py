@@ -1,6 +1,6 @@
 """Reference policies that drive `ReleaseOpsToolEnv` through its public tools, and `play`.
 
-The simple policies and the oracle live here; the planner and the rule in
+The simple policies, the evidence-only yardstick `evidence_first` and the oracle live here; the planner and the rule in
 `planner.py`; what they share in `policy.py`. The `oracle` is the one
 privileged policy: `play` hands it a read-only `TruthReader` and it is the
 upper bound. The exploit suite (`exploits.py`) holds the policies the
@@ -155,7 +155,8 @@ class EvidenceFirst(Policy):
     refs first; the deploy gate before a promoted build; the ship's deploy run last), blocks what
     the evidence shows broken, declines what only costs time, and approves the rest; a proposal
     citing an artifact it already read for another proposal is taken as that proposal's fix.
-    On the unseen family it beats the planner, whose posterior comes from the seen families.
+    On the unseen family at hard it ships safely more often than the planner, whose posterior comes from
+    the seen families (77.3% against 71.9% over 1,000 tasks; the 95% intervals meet at 74.6%).
     """
 
     name = "evidence_first"

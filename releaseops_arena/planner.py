@@ -3,7 +3,7 @@
 `planner` is the reference learning is measured against: it knows the generator's
 published probabilities (`workers`, `mechanisms`) but not the episode's hidden draws.
 It is not a ceiling: on the unseen family, whose cues its posterior never saw,
-`baselines.EvidenceFirst` (evidence only, in a fixed order) ships safely more often.
+`baselines.EvidenceFirst` (evidence only, in a fixed order) ships safely more often at hard.
 `rule` reads the same sites with a hand-made suspicion score instead of a
 posterior; `inspect_everything` spends all the evidence it can first.
 """
