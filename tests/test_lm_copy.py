@@ -16,7 +16,10 @@ def tokenizer():
 def model(tokenizer, request):
     from training.tiny_model import build_model
 
+    from training.copy_model import result_tokens
+
     m = build_model(tokenizer, hidden=64, layers=2, seed=3, pointer=True, read_span=request.param)
+    m.config.result_token_ids = list(result_tokens(tokenizer))  # as training.lm_learnability builds it
     m.eval()
     return m
 
@@ -49,8 +52,8 @@ def test_the_logits_are_a_distribution_and_the_copy_mass_lands_on_board_ids_alre
     assert tokenizer.convert_tokens_to_ids(["p17", "pr_349", "p4"]) == sorted(seen, key=ids[0].tolist().index)
 
 
-def test_coverage_moves_the_copy_away_from_an_id_already_mentioned_again(tokenizer, model):
-    ids = _ids(tokenizer, '"p17" "p4" "p17" "')
+def test_coverage_moves_the_copy_away_from_an_id_already_acted_on(tokenizer, model):
+    ids = _ids(tokenizer, '"p17" "p4" <tool_response>\n{"proposal":"p17","status":"approved"}\n</tool_response> "')
     p17, p4 = tokenizer.convert_tokens_to_ids(["p17", "p4"])
     with torch.no_grad():
         model.copy_gate.bias.fill_(50.0)
@@ -63,9 +66,51 @@ def test_coverage_moves_the_copy_away_from_an_id_already_mentioned_again(tokeniz
         finally:
             model.copy_gate.bias.zero_()
             model.coverage.fill_(model.config.coverage_init)
-    # p17's first occurrence is covered by its repeat; a strongly negative coverage weight leaves its repeat
-    # (not yet repeated itself) and p4 to share the copy, instead of p17 taking two thirds by count.
+    # p17's first occurrence is covered by its repeat in a result; a strongly negative coverage weight leaves
+    # its repeat (not yet repeated itself) and p4 to share the copy, instead of p17 taking two thirds by count.
     assert shares[1] > shares[0]
+
+
+def _conversation(tokenizer):
+    """A board with p4 and p7; p4 approved; a block of p7 refused by an error that names p7 as pending."""
+    def call(name, **arguments):
+        return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": name, "arguments": arguments}}]}
+
+    messages = [{"role": "user", "content": '{"proposals":[{"id":"p4"},{"id":"p7"}]}'},
+                call("approve_proposal", proposal_id="p4"),
+                {"role": "tool", "content": '{"tool":"approve_proposal","proposal":"p4","status":"approved"}'},
+                call("block_proposal", proposal_id="p7", rule_id="S2"),
+                {"role": "tool", "content": str({"error": "rule S2 does not apply to p7; pending: p7"})}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return _ids(tokenizer, text + '<tool_call>\n{"name": "approve_proposal", "arguments": {"proposal_id": "')
+
+
+def test_coverage_counts_an_id_acted_on_only_in_a_result_that_is_not_an_error(tokenizer, model):
+    from training.copy_model import result_tokens
+
+    ids = _conversation(tokenizer)
+    p4, p7 = tokenizer.convert_tokens_to_ids(["p4", "p7"])
+    shares = []
+    with torch.no_grad():
+        try:
+            acted = model._acted(ids)[0]
+            # p4: board, call, result; p7: board, call, error twice. Only p4's successful result counts.
+            assert acted[ids[0] == p4].tolist() == [False, False, True]
+            assert acted[ids[0] == p7].tolist() == [False, False, False, False]
+            model.copy_gate.bias.fill_(50.0)
+            model.coverage.fill_(-8.0)
+            for marks in (list(result_tokens(tokenizer)), [0, 0, 0]):  # results only; every later mention
+                model.config.result_token_ids = marks
+                probs = model(input_ids=ids).logits[0, -1].exp()
+                shares.append(float(probs[p7] / (probs[p4] + probs[p7])))
+        finally:
+            model.config.result_token_ids = list(result_tokens(tokenizer))
+            model.copy_gate.bias.zero_()
+            model.coverage.fill_(model.config.coverage_init)
+    # p7 is still pending: with results only, the pointer goes to it; counting the error's and the call's
+    # mentions covers three of its four occurrences and hands copy mass back to the approved p4.
+    assert shares[0] > 0.75 > shares[1]
 
 
 def test_it_saves_and_loads_by_from_pretrained_with_the_same_logits(tokenizer, model, tmp_path):

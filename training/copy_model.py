@@ -10,9 +10,12 @@ Here the next-token distribution mixes the vocabulary with a copy distribution
 
 `a_{t,s}` is a softmax, over the earlier positions whose token is a board id, of
 `q_t . k_s / sqrt(d)` (projections of the last hidden state) plus a learned
-coverage term for ids already mentioned again since `s` (a decided proposal's id
-comes back in the call and its result; a pending one has not), and `g_t` is a
-learned gate. `forward` returns `log p` as its logits: they are valid logits, so
+coverage term for ids already acted on since `s`, and `g_t` is a learned gate.
+An id is acted on when it comes back in a tool result that is not an error (a
+decided proposal's id does; a pending one has not). Mentions in the model's own
+calls and in error results do not count: a refused call decided nothing, and an
+error such as "p4 is already approved; pending: p1, p7" names the very ids still
+to decide (counting those sent the pointer back to decided proposals). `forward` returns `log p` as its logits: they are valid logits, so
 `generate`, sampling with a temperature and TRL's log-prob code all work
 unchanged. The last hidden states and the input ids ride on the KV cache, so
 cached decoding equals uncached decoding.
@@ -49,6 +52,7 @@ from transformers.utils import ModelOutput
 _STATE = "_copy_state"
 _TINY = 1e-30  # log of an impossible token: finite, so that gradients stay finite
 _CHUNK = 256  # query positions per chunk when TRL asks for per-token log-probs
+_ERROR_AT = 4  # `<tool_response>`, newline, `{'`, `error`: how far into a result its error marker sits
 
 
 class CopyQwen3Config(Qwen3Config):
@@ -60,7 +64,8 @@ class CopyQwen3Config(Qwen3Config):
     auto_map = {}  # noqa: RUF012  (read only)
 
     def __init__(self, copy_dim: int = 64, copy_token_range: tuple[int, int] = (0, 0), coverage_init: float = -2.0,
-                 read_span: int = 0, span_token_range: tuple[int, int] = (0, 0), **kwargs):
+                 read_span: int = 0, span_token_range: tuple[int, int] = (0, 0),
+                 result_token_ids: tuple[int, int, int] = (0, 0, 0), **kwargs):
         self.copy_dim = copy_dim
         self.copy_token_range = list(copy_token_range)
         self.coverage_init = coverage_init
@@ -68,6 +73,9 @@ class CopyQwen3Config(Qwen3Config):
         # span_token_range, at most read_span tokens) back into the state that picks the next token.
         self.read_span = read_span
         self.span_token_range = list(span_token_range)
+        # (tool response open, tool response close, "error"): only ids inside a tool response that is not
+        # an error count as acted on (`result_tokens`); all zeros: every later mention counts (older runs).
+        self.result_token_ids = list(result_token_ids)
         super().__init__(**kwargs)
 
 
@@ -124,7 +132,8 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         # Coverage: the next position at which a source's id occurs again (L when it does not).
         L = ids.size(1)
         later = torch.arange(L, device=ids.device)
-        again = (ids[:, None, :] == src_ids[:, :, None]) & (later[None, None, :] > order[:, :, None])
+        again = ((ids[:, None, :] == src_ids[:, :, None]) & (later[None, None, :] > order[:, :, None])
+                 & self._acted(ids)[:, None, :])
         next_seen = torch.where(again, later, L).min(-1).values  # (B, S)
         visible = real[:, None, :] & (order[:, None, :] <= qpos[None, :, None])  # (B, m, S)
         covered = (next_seen[:, None, :] <= qpos[None, :, None]).float()
@@ -144,6 +153,24 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         gate = torch.sigmoid(self.copy_gate(query).float()) * has  # no copy where nothing is copyable
         return torch.logaddexp(torch.log1p(-gate.clamp(max=1 - 1e-6)) + vocab,
                                torch.log(gate.clamp(min=_TINY)) + torch.log(copy.clamp(min=_TINY)))
+
+    def _acted(self, ids: torch.Tensor) -> torch.Tensor:
+        """(B, L): the positions at which a mention counts as acted on: inside a tool response whose
+        first few tokens are not "error" (causal: only tokens before the position are read)."""
+        open_id, close_id, error_id = self.config.result_token_ids
+        if not open_id:
+            return torch.ones_like(ids, dtype=torch.bool)
+        L = ids.size(1)
+        pos = torch.arange(L, device=ids.device).expand_as(ids)
+        last_open = torch.where(ids == open_id, pos, -1).cummax(-1).values
+        last_close = torch.where(ids == close_id, pos, -1).cummax(-1).values
+        inside = last_open > last_close
+        # An error result reads `{'error': ...}`: "error" within _ERROR_AT tokens of the open, before `pos`.
+        errors = torch.cat([ids.new_zeros(ids.size(0), 1), (ids == error_id).long().cumsum(-1)], 1)  # (B, L+1)
+        start = last_open.clamp(min=0) + 1
+        stop = torch.minimum(start + _ERROR_AT, pos)
+        is_error = torch.gather(errors, 1, stop.clamp(min=0)) - torch.gather(errors, 1, torch.minimum(start, stop)) > 0
+        return inside & ~is_error
 
     def _spans(self, ids, states, order, qpos):
         """Mean last hidden state over each source's span: from the source to the next id of
@@ -242,6 +269,26 @@ def copy_model_from(config: Qwen3Config, copy_token_range: tuple[int, int], copy
     cfg = CopyQwen3Config(copy_dim=copy_dim, copy_token_range=copy_token_range, read_span=read_span,
                           span_token_range=span_token_range, **config.to_diff_dict())
     return CopyQwen3ForCausalLM(cfg)
+
+
+def result_tokens(tokenizer) -> tuple[int, int, int]:
+    """`result_token_ids` for `tokenizer`: the tool-response markers and the token of an error result's key."""
+    marks = tokenizer.convert_tokens_to_ids(["<tool_response>", "</tool_response>"])
+    error = tokenizer(str({"error": ""}), add_special_tokens=False)["input_ids"]
+    key = [i for i in error if tokenizer.convert_ids_to_tokens(i).strip("Ġ'\"{:") == "error"]
+    if None in marks or tokenizer.unk_token_id in marks or len(key) != 1:
+        raise ValueError("the tokenizer needs <tool_response> tokens and one token for 'error' "
+                         "(training.tiny_model.build_tokenizer's vocabulary has them)")
+    return marks[0], marks[1], key[0]
+
+
+def count_results(checkpoint) -> None:
+    """Make a saved copy model's coverage count only ids in tool results that are not errors."""
+    from transformers import AutoTokenizer
+
+    config = CopyQwen3Config.from_pretrained(checkpoint)
+    config.result_token_ids = list(result_tokens(AutoTokenizer.from_pretrained(checkpoint)))
+    config.save_pretrained(checkpoint)
 
 
 AutoConfig.register(CopyQwen3Config.model_type, CopyQwen3Config, exist_ok=True)

@@ -55,8 +55,11 @@ RESULTS = Path("results/lm_learnability.json")
 # 93% of 30 held-out episodes finished, against 75% and 55% without the read in the 34-minute run).
 SETTINGS = {
     "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True, "read_span": 48,  # model
+    # Coverage counts an id as acted on only in a tool result that is not an error (copy_model); False: any
+    # later mention (before this fix, an error listing the pending ids sent the pointer to decided ones).
+    "coverage_results": True,
     "warm_policy": "planner", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": False,  # warm start
-    "num_generations": 4, "batch_size": 4, "grpo_lr": 1e-4, "max_completion_length": 1024,  # GRPO
+    "num_generations": 4, "batch_size": 4, "grpo_lr": 1e-4, "beta": 0.0, "max_completion_length": 1024,  # GRPO
     "max_tool_calls": 14, "temperature": 0.5, "rows": 4096,
     # Shares of the budget for the two timed stages; building, collecting and the two evaluations
     # take what they take (measured and reported).
@@ -126,6 +129,10 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
 
     base = build(out_dir / "base", cfg["vocab_size"], cfg["hidden"], cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"],
                  copy_head=cfg["copy_head"], pointer=cfg["pointer"], read_span=cfg["read_span"])
+    if cfg["pointer"] and cfg["coverage_results"]:
+        from .copy_model import count_results
+
+        count_results(base)
     tokenizer = AutoTokenizer.from_pretrained(base)
     lap("build")
     conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed)
@@ -144,7 +151,7 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         "--num-generations", str(cfg["num_generations"]), "--batch-size", str(cfg["batch_size"]),
         "--max-completion-length", str(cfg["max_completion_length"]),
         "--max-tool-calls", str(cfg["max_tool_calls"]), "--rows", str(cfg["rows"]), "--difficulty", DIFFICULTY,
-        "--lr", str(cfg["grpo_lr"]), "--temperature", str(cfg["temperature"]), "--seed", str(seed),
+        "--lr", str(cfg["grpo_lr"]), "--beta", str(cfg["beta"]), "--temperature", str(cfg["temperature"]), "--seed", str(seed),
         "--output-dir", str(grpo_dir)])
     trained = train_grpo.train(args, clock=time.process_time)
     lap("grpo")
