@@ -146,7 +146,9 @@ def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_
 
         lo, hi = id_token_range(tokenizer)
         proposals = (hi - MAX_PROPOSAL_ID, hi)  # id_vocabulary lists the proposal ids last
-        assert tokenizer.convert_ids_to_tokens(proposals[0]) == "p1"
+        if tokenizer.convert_ids_to_tokens(proposals[0]) != "p1":  # the span reader keys on proposal ids
+            raise ValueError(f"{tokenizer.name_or_path or 'this tokenizer'} is not one `build_tokenizer` wrote: "
+                             "its id vocabulary must end with the proposal ids p1..p299")
         model = copy_model_from(config, (lo, hi), read_span=read_span, span_token_range=proposals)
     else:
         model = Qwen3ForCausalLM(config)
