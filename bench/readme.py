@@ -53,11 +53,15 @@ def capacity(results: dict) -> str | None:
     replicas = math.ceil(BATCH * HEADROOM / SESSIONS_PER_WORKER)
     slots = replicas * SESSIONS_PER_WORKER
     pod_mb = mem["rss0_mb"] + SESSIONS_PER_WORKER * mem["per_session_64_mb"]
+    # A pod is sized by the most it held while playing, not only by the sessions it keeps open.
+    soak = server.get("soak") or {}
+    peak = (f" (at most {f0(soak['rss_max_mb'])} MiB over the {f0(soak['seconds'])} s soak at 64 sessions)"
+            if soak.get("rss_max_mb") else "")
     return (f"Capacity for a {BATCH}-generation batch, from this run: a live session adds "
-            f"{mem['per_session_64_mb']:.2f} MB to a {f0(mem['rss0_mb'])} MB idle server, and one server core "
+            f"{mem['per_session_64_mb']:.2f} MiB to a {f0(mem['rss0_mb'])} MiB idle server, and one server core "
             f"answers {f0(rate)} steps/s at 64 sessions. So {replicas} replicas x 1 worker x {SESSIONS_PER_WORKER} "
-            f"sessions = {slots} slots ({(slots / BATCH - 1) * 100:.0f}% headroom), each pod about {f0(pod_mb)} MB of "
-            f"its {POD_MEMORY_MB} MiB and one core; the fleet answers about {f0(replicas * rate)} steps/s, "
+            f"sessions = {slots} slots ({(slots / BATCH - 1) * 100:.0f}% headroom), each pod about {f0(pod_mb)} MiB"
+            f"{peak} of its {POD_MEMORY_MB} MiB and one core; the fleet answers about {f0(replicas * rate)} steps/s, "
             f"{f0(replicas * rate / BATCH)} per generation. With 2 workers per pod, give it 2 cores and 1 GiB and "
             f"halve the replicas.")
 

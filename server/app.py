@@ -11,14 +11,18 @@ Settings (environment variables):
   ENABLE_WEB_INTERFACE    true to mount the web demo at /web (the Release
                           board, server/web_ui.py; OpenEnv's shared
                           Playground stays off, see server/web_app.py).
+                          It needs one worker: with more, /web answers 503
+                          and says why, and agents play as usual.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 
+from fastapi.responses import PlainTextResponse
 from openenv.core import ConcurrencyConfig, create_app
 
 from releaseops_arena import catalog, rewards
@@ -29,12 +33,38 @@ from .web_app import build_release_board, drop_shared_playground
 from .releaseops_environment import (TASKS, ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation,
                                      ReleaseOpsState)
 
-MAX_CONCURRENT_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "64"))  # per worker process
+
+
+def _setting(name: str, default: str, kind: type, minimum: float):
+    """A numeric setting from the environment, or a one-line exit naming what is valid."""
+    raw = os.environ.get(name) or default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not value >= minimum:  # `not >=` also refuses nan
+        what = "a whole number" if kind is int else "a number of seconds"
+        raise SystemExit(f"{name} must be {what} >= {minimum:g}, got {raw!r}")
+    return value
+
+
+MAX_CONCURRENT_ENVS = _setting("MAX_CONCURRENT_ENVS", "64", int, 1)  # per worker process
 # Worker processes serving this port. uvicorn's own `--workers` default is
 # $WEB_CONCURRENCY, and `releaseops-serve --workers N` sets it, so every worker
 # can report the count; each worker holds its own sessions and capacity.
-WORKERS = int(os.environ.get("WEB_CONCURRENCY") or 1)
-SESSION_IDLE_TIMEOUT_S = float(os.environ.get("SESSION_IDLE_TIMEOUT_S", "1800"))
+WORKERS = _setting("WEB_CONCURRENCY", "1", int, 1)
+SESSION_IDLE_TIMEOUT_S = _setting("SESSION_IDLE_TIMEOUT_S", "1800", float, 0)
+# The board keeps each visitor's episode in the memory of the worker that started it, and a
+# visitor's next request may land on any worker: with several, it would answer for episodes
+# it does not hold ("p1 is not in the list of choices"). So it needs exactly one worker; with
+# more, /web says so and the rest of the server (agents over /ws, on every worker) runs as usual.
+WEB_ASKED = os.environ.get("ENABLE_WEB_INTERFACE", "false").lower() in ("true", "1", "yes")
+WEB_REFUSED = WEB_ASKED and WORKERS > 1
+WEB_REFUSAL = (f"The web board is off: it keeps each visitor's episode in one worker process, and this server "
+               f"runs {WORKERS} (WEB_CONCURRENCY={WORKERS}). Serve it with one worker, or set "
+               f"ENABLE_WEB_INTERFACE=false; agents play over /ws with any number of workers.")
+if WEB_REFUSED:
+    os.environ["ENABLE_WEB_INTERFACE"] = "false"  # create_app reads the variable itself
 # Server-side WebSocket keepalive: a trainer's client may be busy for a while
 # between messages, so a missed pong is tolerated for two minutes.
 WS_PING_INTERVAL_S, WS_PING_TIMEOUT_S = 20.0, 120.0
@@ -60,6 +90,13 @@ app = create_app(
     show_default_tab=False,
 )
 drop_shared_playground(app)
+if WEB_REFUSED:
+    logging.getLogger("uvicorn.error").warning(WEB_REFUSAL)
+
+    @app.get("/web", include_in_schema=False)
+    @app.get("/web/{rest:path}", include_in_schema=False)
+    def web_refused(rest: str = "") -> PlainTextResponse:
+        return PlainTextResponse(WEB_REFUSAL, status_code=503)
 
 # Frames OpenEnv's handlers would die on (non-object JSON, binary, huge) are
 # answered at our boundary instead, and the session plays on (frame_guard.py).

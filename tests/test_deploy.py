@@ -2,6 +2,8 @@
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 import yaml
 from websockets.exceptions import ConnectionClosed
 
-from bench.launch import uvicorn_process
+from bench.launch import child_environment, free_port, stop, uvicorn_process, wait_for_health
 from client import CapacityError, check_capacity, close_all, make_remote_env_factory, urls_from_dns
 from releaseops_arena.splits import task_scenario
 from tests.live_server import REPO_ROOT, http_get
@@ -58,7 +60,18 @@ def test_the_deployment_matches_the_validation_manifest_and_the_server_settings(
     # Every ConfigMap key is a setting the server documents and reads.
     settings = (REPO_ROOT / "server" / "app.py").read_text()
     for key in docs["ConfigMap"]["data"]:
-        assert f'os.environ.get("{key}"' in settings or key == "ENABLE_WEB_INTERFACE", key
+        assert f'_setting("{key}"' in settings or f'os.environ.get("{key}"' in settings, key
+
+
+def test_the_readme_capacity_arithmetic_uses_the_shipped_settings():
+    """bench/readme.py sizes the 512-generation fleet with the ConfigMap's sessions and the pod's memory."""
+    from bench import readme
+
+    docs = documents()
+    limits = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert readme.SESSIONS_PER_WORKER == int(docs["ConfigMap"]["data"]["MAX_CONCURRENT_ENVS"])
+    assert f"{readme.POD_MEMORY_MB}Mi" == limits["memory"]
+    assert docs["ConfigMap"]["data"]["WEB_CONCURRENCY"] == "1"  # the arithmetic counts one worker per pod
 
 
 def sessions_held(base: str, target: int, extra: int = 16, max_attempts: int = 400) -> int:
@@ -96,13 +109,18 @@ def wait_for_workers(log: Path, n: int, timeout: float = 120.0) -> None:
 
 
 def test_two_workers_each_hold_their_own_sessions_and_report_the_count(tmp_path):
-    args = ["--workers", "2", "--timeout-worker-healthcheck", "60"]
+    # The image's own command: WEB_CONCURRENCY alone picks uvicorn's worker count (no --workers),
+    # with the web board asked for, as the Space image does.
+    args = ["--timeout-worker-healthcheck", "60"]
     log = tmp_path / "server.log"
-    with uvicorn_process(env={"MAX_CONCURRENT_ENVS": "8", "WEB_CONCURRENCY": "2"}, args=args,
-                         timeout=120, log_path=log) as (base, _pid):
+    env = {"MAX_CONCURRENT_ENVS": "8", "WEB_CONCURRENCY": "2", "ENABLE_WEB_INTERFACE": "true"}
+    with uvicorn_process(env=env, args=args, timeout=120, log_path=log) as (base, _pid):
         wait_for_workers(log, 2)
         meta = json.loads(http_get(base + "/metadata")[1])
         assert meta["workers"] == 2 and meta["max_concurrent_envs"] == 8
+        # The board holds each visitor's episode in one worker, so with two it says why it is off.
+        status, body = http_get(base + "/web")
+        assert status == 503 and b"one worker" in body and b"WEB_CONCURRENCY=2" in body
         held = sessions_held(base, 16)
         # Both workers full, no more: each process keeps its own 8. (Which worker accepts a
         # connection is the kernel's choice, so one may fill before the other.)
@@ -118,6 +136,33 @@ def test_two_workers_each_hold_their_own_sessions_and_report_the_count(tmp_path)
             assert all(env.reset(split="train", index=i).startswith('{"phase"') for i, env in enumerate(envs))
         finally:
             assert close_all() == 16
+
+
+def test_releaseops_serve_runs_the_workers_it_is_asked_for(tmp_path):
+    port, log = free_port(), tmp_path / "serve.log"
+    with open(log, "w+b") as out:
+        proc = subprocess.Popen([sys.executable, "-c", "from server.app import main; main()", "--workers", "2",
+                                 "--port", str(port)], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env=child_environment({"MAX_CONCURRENT_ENVS": "4", "WEB_CONCURRENCY": None}))
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_for_health(base, timeout=120, alive=lambda: proc.poll() is None)
+            wait_for_workers(log, 2)
+            meta = json.loads(http_get(base + "/metadata")[1])
+            assert meta["workers"] == 2 and meta["max_concurrent_envs"] == 4
+            assert check_capacity(base, 8)["capacity"] == 8
+        finally:
+            stop(proc)
+
+
+@pytest.mark.parametrize("name, value", [("MAX_CONCURRENT_ENVS", "abc"), ("WEB_CONCURRENCY", "0"),
+                                         ("SESSION_IDLE_TIMEOUT_S", "soon")])
+def test_a_bad_setting_stops_the_server_with_one_line_naming_what_is_valid(name, value):
+    done = subprocess.run([sys.executable, "-c", "import server.app"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, env=child_environment({name: value}), timeout=120)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1].startswith(f"{name} must be a "), done.stderr[-500:]
+    assert repr(value) in done.stderr and "Traceback" not in done.stderr
 
 
 def test_two_replicas_share_128_generations_evenly_and_free_every_slot():
