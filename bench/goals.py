@@ -111,8 +111,8 @@ def _workers(results: dict) -> dict:
 
 def _workers_detail(results: dict) -> str:
     w = _workers(results)
-    return (f"{results['server']['workers']['speedup']:.2f}x ({w[1]['throughput']:,.0f} -> {w[2]['throughput']:,.0f} "
-            f"steps/s; CPU server / client {w[1]['server_cpu']:.2f} / {w[1]['client_cpu']:.2f} -> "
+    return (f"{results['server']['workers']['speedup']:.2f}x, the median of per-round ratios (median rates "
+            f"{w[1]['throughput']:,.0f} -> {w[2]['throughput']:,.0f} steps/s; CPU server / client {w[1]['server_cpu']:.2f} / {w[1]['client_cpu']:.2f} -> "
             f"{w[2]['server_cpu']:.2f} / {w[2]['client_cpu']:.2f} cores)")
 
 

@@ -211,4 +211,4 @@ def test_the_report_shows_the_workers_cpu_split(results):
         fake = copy.deepcopy(results)
         fake["server"]["workers"]["speedup"] = speedup
         row = next(line for line in report.render(fake).splitlines() if line.startswith(f"| {what} |"))
-        assert f"| {speedup:.2f}x (" in row and row.endswith(f"| {verdict} |")
+        assert f"| {speedup:.2f}x, the median of per-round ratios (" in row and row.endswith(f"| {verdict} |")
