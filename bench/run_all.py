@@ -1,6 +1,6 @@
 """Run every benchmark, keep the raw results, and write docs/benchmarks.md and the README's performance table.
 
-    PYTHONPATH=. .venv/bin/python -m bench.run_all                # ~7 min on 2 cores
+    PYTHONPATH=. .venv/bin/python -m bench.run_all                # ~15 min on 2 cores
     PYTHONPATH=. .venv/bin/python -m bench.run_all --quick        # shorter windows and fewer repeats
     PYTHONPATH=. .venv/bin/python -m bench.run_all --render-only  # rewrite both files from the kept results
 
@@ -27,11 +27,28 @@ from bench.common import REPO_ROOT, machine
 LAST_RUN = REPO_ROOT / "bench" / "last_run"
 
 
+# What the numbers depend on: the served code and the benchmark itself.
+MEASURED_PATHS = ("releaseops_arena", "server", "client", "bench", "pyproject.toml")
+
+
+def commit() -> str | None:
+    """The commit measured, and whether the measured code had uncommitted changes (None outside git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--", *MEASURED_PATHS], cwd=REPO_ROOT,
+                                 capture_output=True, text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    changed = [line for line in changed if not line[3:].startswith("bench/last_run/")]
+    return head + (f" with uncommitted changes to {len(changed)} measured files" if changed else "")
+
+
 def measure(json_dir: Path, quick: bool) -> None:
     """Run each part in its own process, then write meta.json (the machine, the date, the wall time)."""
     t0 = time.perf_counter()
     meta = {"quick": quick, "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-            "load_start": _load()}
+            "load_start": _load(), "commit": commit()}
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("ENABLE_WEB_INTERFACE", None)

@@ -212,3 +212,16 @@ def test_the_report_shows_the_workers_cpu_split(results):
         fake["server"]["workers"]["speedup"] = speedup
         row = next(line for line in report.render(fake).splitlines() if line.startswith(f"| {what} |"))
         assert f"| {speedup:.2f}x, the median of per-round ratios (" in row and row.endswith(f"| {verdict} |")
+
+
+def test_the_report_names_the_commit_it_measured(results):
+    import subprocess
+
+    from bench.run_all import commit
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent).stdout.strip()
+    assert commit().split(" ")[0] == head
+    fake = copy.deepcopy(results)
+    fake["meta"]["commit"] = "abc1234 with uncommitted changes to 2 measured files"
+    assert ", at commit abc1234 with uncommitted changes to 2 measured files)" in report.render(fake).splitlines()[2]
