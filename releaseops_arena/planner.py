@@ -83,13 +83,14 @@ _ONE_FAMILY_REQUESTS = {r for r in {r for rs in _SITE_REQUESTS.values() for r in
                         if sum(r in rs for rs in _SITE_REQUESTS.values()) == 1}
 
 
-def possible_families(requests=()) -> tuple[str, ...]:
+def possible_families(requests=(), known: tuple[str, ...] = ALL_FAMILIES) -> tuple[str, ...]:
     """The families a board's requests leave possible: the seen ones, until a site only one family
-    has (a held-out family's own request) names it."""
-    families = tuple(f for f in ALL_FAMILIES if not set(_SITE_REQUESTS[f]) & _ONE_FAMILY_REQUESTS)
+    has (a held-out family's own request) names it. Only `known` families are considered, and a
+    request none of them has is ignored (a reader that does not know a family cannot be told it)."""
+    families = tuple(f for f in known if not set(_SITE_REQUESTS[f]) & _ONE_FAMILY_REQUESTS)
     for request in requests:
         if request in _ONE_FAMILY_REQUESTS:
-            families = tuple(f for f in ALL_FAMILIES if request in _SITE_REQUESTS[f])
+            families = tuple(f for f in known if request in _SITE_REQUESTS[f]) or families
     return families
 
 
@@ -108,6 +109,10 @@ class ReferencePlanner(Policy):
     """
 
     name = "planner"
+    # What the planner knows of the generator: every family and every mechanism's wordings. A
+    # reader with less (trained_policy's, for a policy trained on the train split) narrows these.
+    known: tuple[str, ...] = ALL_FAMILIES
+    wordings: list | None = None  # None: mechanisms.WORDINGS, every mechanism
     block_at = 0.55  # posterior above which an uninspected site is blocked (train split)
     ship_block_at = 0.45  # belief that a rule is broken above which the ship is blocked
     inspect_doubt = 0.3  # doubt at which a site is inspected even if the sites to come then go unchecked
@@ -117,15 +122,15 @@ class ReferencePlanner(Policy):
         self.clues = "explicit" if board["review_budget_remaining"] >= 4 else "subtle"
         self.approved_risk: dict[str, float] = {}
         self.ship_blocked: set[str] = set()
-        self.families = possible_families()
+        self.families = possible_families(known=self.known)
 
     def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
         """(P(shortcut), the rule it would break) for a pending proposal; 0 for non-sites."""
         if p["request"] in DELAY_REQUESTS or is_fix(p):
             return 0.0, None
         if p["request"] in _ONE_FAMILY_REQUESTS:  # a site only one family has: the board names the family
-            self.families = possible_families((p["request"],))
-        match = wording_of(p["claim"])
+            self.families = possible_families((p["request"],), self.known)
+        match = wording_of(p["claim"], self.wordings)
         if p["request"] == "open_deploy_gate":
             keys = tuple(g for g in GATE if family_scale(self.families, g) > 0)
             return site_posterior(view, p, keys, match[1] if match else None, self.clues, self.families), "S3"
@@ -137,7 +142,7 @@ class ReferencePlanner(Policy):
     def decisive_ref(self, p: dict) -> str | None:
         if p["request"] == "open_deploy_gate":
             return p["refs"][-1] if p["refs"] else None
-        match = wording_of(p["claim"])
+        match = wording_of(p["claim"], self.wordings)
         want = REGISTRY[match[0]].decisive if match else None
         refs = [r for r in p["refs"] if want and r.startswith(ARTIFACT_BY_KIND[want].prefix)]
         return refs[0] if refs else None

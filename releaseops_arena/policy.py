@@ -71,10 +71,11 @@ def unvoiced(claim: str) -> str:
     return claim
 
 
-def wording_of(claim: str) -> tuple[str, object] | None:
-    """(mechanism, wording kind) of a site's claim, or None for any other proposal."""
+def wording_of(claim: str, wordings: list | None = None) -> tuple[str, object] | None:
+    """(mechanism, wording kind) of a site's claim, or None for any other proposal; `wordings`
+    (default: every mechanism's, `mechanisms.WORDINGS`) limits what a reader recognises."""
     text, fine = unvoiced(claim), cues.voice_of(claim) == "fine"
-    for pattern, key, kind in WORDINGS:
+    for pattern, key, kind in WORDINGS if wordings is None else wordings:
         if pattern.fullmatch(text) or (fine and pattern.match(text + ".") or fine and pattern.match(text)):
             return key, kind
     return None

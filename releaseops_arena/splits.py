@@ -58,7 +58,7 @@ MAX_RANGE = 1000  # tasks per get_task_range call, so one request cannot ask for
 SPLIT_DESCRIPTIONS = {
     "train": "seen families and mixes; the only split to train on",
     "heldout_seeds": "seen families and mixes on seeds train never uses",
-    "unseen_family": "families whose mechanisms never appear in train",
+    "unseen_family": "held-out families, each with a mechanism no train scenario has",
     "unseen_mix": "the worker mix train never uses",
 }
 

@@ -5,9 +5,18 @@ each pending proposal under each relevant rule, inspect each of its artifacts,
 ask its worker each question, hold); `features` describes a candidate from
 visible information only, including the reference planner's reading of its
 proposal (`read`: the posterior that it is a shortcut from the published
-tables, the artifact that would settle it, the risk a ship carries), which
-names no family or mechanism and so reads an unseen family as it reads the
-seen ones. `training/structured_policy.py` trains an MLP over
+tables, the artifact that would settle it, the risk a ship carries).
+
+The reading is hand-written knowledge, and `READERS` says how much: "train"
+knows only the train split's families and their mechanisms' wordings, so a
+held-out family's own site (a request or a wording no train mechanism has)
+reads as unknown, no rule and no posterior, and the policy must fall back on
+the board and the evidence; "all" knows every family, the held-out ones
+included, so a policy reading with it has hand-coded knowledge of the
+unseen-family slice. Either way the evidence reader (`policy.evidence_violation`,
+shared by every policy) recognises every artifact's violation, the held-out
+mechanisms' included. A weights file names the reader it was trained with.
+`training/structured_policy.py` trains an MLP over
 these features with torch; its export writes the weights as JSON
 (`trained_policy.json`, beside this module), and `TrainedPolicy` replays them here in plain
 Python, so the engine, the web board and the Space image play the trained
@@ -23,8 +32,10 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from .catalog import ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
+from .catalog import ALL_FAMILIES, ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
+from .mechanisms import WORDINGS, family_mechanisms
 from .planner import ReferencePlanner, possible_families
+from .splits import SPLITS
 from .policy import DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_for, seen_violation, wording_of
 from .workers import ANSWERS
 from .rendering import View
@@ -50,6 +61,10 @@ WEIGHTS = Path(__file__).with_name("trained_policy.json")
 EXPORT_COMMAND = ("python -m training.structured_policy --export runs/structured.pt "
                   "releaseops_arena/trained_policy.json")
 FORMAT = "releaseops-arena/trained-policy/1"
+# The families the reading knows. A weights file or checkpoint without a "reader" predates the
+# choice and was trained with "all".
+READERS: dict[str, tuple[str, ...]] = {"train": tuple(SPLITS["train"]["families"]), "all": ALL_FAMILIES}
+DEFAULT_READER = "train"
 
 
 def onehot(value, options) -> list[float]:
@@ -97,14 +112,30 @@ def features(view: View, action: str, p: dict | None, rule: str | None = None, r
 
 # ------------------------------------------------------------------ the planner's reading
 
-def _planner(view: View) -> ReferencePlanner:
-    """A reference planner whose state is rebuilt from the view: the families still possible
-    (a request only one family has names it) and the clue level. The level is always "subtle":
-    the view does not keep the opening budget the planner reads it from, and on easy, where
-    wording settles a site, the wording-kind features carry that instead."""
+def check_reader(reader: str) -> str:
+    if reader not in READERS:
+        raise ValueError(f"unknown reader {reader!r}; valid: {', '.join(READERS)}")
+    return reader
+
+
+@lru_cache(maxsize=None)
+def known_wordings(reader: str) -> list | None:
+    """The wordings of the mechanisms the reader's families have (None: every mechanism's)."""
+    if reader == "all":
+        return None
+    mechanisms = {m for f in READERS[reader] for m in family_mechanisms(f)}
+    return [w for w in WORDINGS if w[1] in mechanisms]
+
+
+def _planner(view: View, reader: str = DEFAULT_READER) -> ReferencePlanner:
+    """A reference planner that knows the reader's families only, its state rebuilt from the view:
+    the families still possible (a request only one known family has names it) and the clue level.
+    The level is always "subtle": the view does not keep the opening budget the planner reads it
+    from, and on easy, where wording settles a site, the wording-kind features carry that instead."""
     planner = ReferencePlanner()
+    planner.known, planner.wordings = READERS[check_reader(reader)], known_wordings(reader)
     planner.clues = "subtle"
-    planner.families = possible_families(q["request"] for q in view.proposals.values())
+    planner.families = possible_families((q["request"] for q in view.proposals.values()), planner.known)
     return planner
 
 
@@ -115,19 +146,20 @@ def _doubt(planner: ReferencePlanner, view: View, p: dict) -> tuple[float, str |
     return prob, rule
 
 
-def read(view: View, p: dict, planner: ReferencePlanner | None = None) -> dict:
-    """What the reference planner makes of proposal `p`, from the generator's published tables and
-    the board only: P(shortcut) and the rule it would break, the artifact that would settle it, and
-    for the ship the accumulated risk of sites approved unseen. None of it names a mechanism or a
-    family, so it reads an unseen family's sites as it reads the seen ones."""
+def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=frozenset()) -> dict:
+    """What a reference planner that knows the reader's families makes of proposal `p`, from the
+    generator's published tables for those families and the board only: P(shortcut) and the rule it
+    would break, the artifact that would settle it, and for the ship the accumulated risk of sites
+    approved unseen. A site no known mechanism has gets no rule, no posterior and no wording kind,
+    as does a proposal whose id is in `masked` (training's reading dropout)."""
     planner = planner or _planner(view)
-    prob, rule = _doubt(planner, view, p)
-    match = wording_of(p["claim"])
+    prob, rule = (0.0, None) if p["id"] in masked else _doubt(planner, view, p)
+    match = None if p["id"] in masked else wording_of(p["claim"], planner.wordings)
     risk = {r: 0.0 for r in RULES}
     if p["request"] == "ship_release_candidate":
         for q in view.proposals.values():
             if q.get("status") == "approved" and q["request"] != "ship_release_candidate" \
-                    and not seen_violation(view, q)[1]:
+                    and q["id"] not in masked and not seen_violation(view, q)[1]:
                 q_prob, q_rule = _doubt(planner, view, q)
                 if q_rule:
                     risk[q_rule] = 1 - (1 - risk[q_rule]) * (1 - q_prob)
@@ -166,15 +198,17 @@ def ref_features(view: View, p: dict, ref: str | None) -> list[float]:
             1.0 if cited_elsewhere else 0.0]
 
 
-def candidates(view: View) -> list[tuple[str, dict, list[float]]]:
-    """Every valid call on the board with its features."""
+def candidates(view: View, reader: str = DEFAULT_READER,
+               masked=frozenset()) -> list[tuple[str, dict, list[float]]]:
+    """Every valid call on the board with its features, read with `reader`'s knowledge (`masked`:
+    proposal ids whose reading is withheld, see `read`)."""
     out = []
     pending = view.pending()
     can_look = view.can_look()
     asked = set()
-    planner = _planner(view)
+    planner = _planner(view, reader)
     for p in pending:
-        r = read(view, p, planner)  # once per proposal: every candidate on it shares the reading
+        r = read(view, p, planner, masked)  # once per proposal: every candidate on it shares the reading
         out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p, reading=r)))
         for rule in rules_for(p):
             out.append(("block_proposal", {"proposal_id": p["id"], "rule_id": rule},
@@ -228,6 +262,11 @@ class Scorer:
         return scores.index(max(scores))
 
 
+def weights_reader(path: str | Path = WEIGHTS) -> str:
+    """The reader a weights file was trained with (see READERS)."""
+    return check_reader(json.loads(Path(path).read_text()).get("reader", "all"))
+
+
 def load_weights(path: str | Path = WEIGHTS) -> Scorer:
     """A `Scorer` from an exported weights file; refuses one whose features no longer match."""
     data = json.loads(Path(path).read_text())
@@ -241,17 +280,19 @@ def load_weights(path: str | Path = WEIGHTS) -> Scorer:
 
 
 @lru_cache(maxsize=4)
-def _shipped(path: str) -> Scorer:
-    return load_weights(path)
+def _shipped(path: str) -> tuple[Scorer, str]:
+    return load_weights(path), weights_reader(path)
 
 
 class TrainedPolicy(Policy):
-    """The trained structured policy, greedy, from exported weights. It sees only the board."""
+    """The trained structured policy, greedy, from exported weights. It sees only the board, read
+    with the reader its weights were trained with unless `reader` names another (see READERS)."""
 
     name = "trained"
 
-    def __init__(self, path: str | Path = WEIGHTS):
-        self.scorer = _shipped(str(path))
+    def __init__(self, path: str | Path = WEIGHTS, reader: str | None = None):
+        self.scorer, trained_with = _shipped(str(path))
+        self.reader = check_reader(reader) if reader else trained_with
 
     def begin(self, observation: str) -> None:
         self.view = View(json.loads(observation))  # its own reader: it also remembers this policy's calls
@@ -261,7 +302,7 @@ class TrainedPolicy(Policy):
             self.view.update(json.loads(text))
 
     def act(self, view):
-        cands = candidates(self.view)
+        cands = candidates(self.view, self.reader)
         tool, args, _ = cands[self.scorer.best([c[2] for c in cands])]
         self.view.note_call(tool, args)
         return tool, args

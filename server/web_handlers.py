@@ -25,7 +25,7 @@ WATCH_POLICIES: dict[str, tuple[str, str]] = {
     "naive": ("naive", "approves every proposal, the ship included"),
     "rule": ("rule", "a hand-made suspicion score over the visible cues"),
     "planner": ("reference planner", "weighs every visible cue with the generator's published odds"),
-    "trained": ("trained policy", "a small network trained with RL on the train split (greedy)"),
+    "trained": ("trained policy", "a small network trained on the train split: planner clone + RL (greedy)"),
     "oracle": ("oracle", "reads the hidden world state: the upper bound, not a fair player"),
 }
 # Transcripts shown side by side at first: the three that see only the board and decide for themselves.

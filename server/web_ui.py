@@ -41,7 +41,8 @@ WATCH_NOTE = (
     "<p class='ro-muted'>Runs five policies on the scenario chosen above with the engine's <code>play</code>: "
     "<b>naive</b> approves everything; <b>rule</b> (a hand-made heuristic), the <b>reference planner</b> (the "
     "generator's published odds applied to the visible cues) and the <b>trained policy</b> (a small network "
-    "trained with RL) see only the board, as you do on Play; the <b>oracle</b> is privileged: it reads the hidden "
+    "trained on the train split: planner clone + RL) see only the board, as you do on Play; the <b>oracle</b> "
+    "is privileged: it reads the hidden "
     "world state, so it is the upper bound, not a fair player. The table compares all five; tick the transcripts "
     "to read side by side, and drag the slider to replay them step by step.</p>"
 )

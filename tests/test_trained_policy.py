@@ -55,3 +55,13 @@ def test_a_stale_or_foreign_weights_file_is_refused_with_the_command_that_rebuil
     foreign.write_text(json.dumps({"weights": []}))
     with pytest.raises(ValueError, match="not a trained-policy weights file.*--export"):
         trained_policy.load_weights(foreign)
+
+
+def test_the_weights_file_names_the_reader_the_policy_plays_with(tmp_path):
+    data = json.loads(trained_policy.WEIGHTS.read_text())
+    assert POLICIES["trained"]().reader == data.get("reader", "all")
+    assert trained_policy.TrainedPolicy(reader="train").reader == "train"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({**data, "reader": "heldout"}))
+    with pytest.raises(ValueError, match="unknown reader 'heldout'; valid: train, all"):
+        trained_policy.TrainedPolicy(odd)

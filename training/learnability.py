@@ -5,6 +5,8 @@
         --lm-results results/lm_learnability.json           # re-render from runs already made
     python -m training.learnability --minutes 0.3 --warm-episodes 30 --validation-episodes 20 \
         --lm-minutes 0 -n 10 --calibration <an n=10 calibration> ...   # the whole path at smoke scale
+    python -m training.learnability --reader-ablation --structured-checkpoint runs/structured.pt -n 1000
+                                    # the same weights on the unseen family with each reader
 
 1. The structured policy (`training/structured_policy.py`, train split only):
    trained here with `RECIPE`, or an earlier checkpoint read with
@@ -41,6 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from releaseops_arena.baselines import POLICIES, play  # noqa: E402
 from releaseops_arena.splits import EVALUATION_SPLITS, task_scenario  # noqa: E402
+from releaseops_arena.trained_policy import READERS  # noqa: E402
 
 from .evaluate import add_rule_win, evaluate, markdown  # noqa: E402
 from .make_demo import build as build_demo  # noqa: E402
@@ -99,6 +102,54 @@ def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -
         references = {e: {**calibration["slices"][name][e], "policy": e} for e in EXPLOITS}
         out[name] = {"results": results, "exploits": references, "checks": slice_checks(results, references)}
     return out
+
+
+def checkpoint_reader(checkpoint: Path) -> str:
+    """The reader a checkpoint was trained with ("all" for one that predates the choice)."""
+    import torch
+
+    return torch.load(checkpoint, map_location="cpu", weights_only=True).get("reader", "all")
+
+
+def reader_ablation(checkpoint: Path, n: int, workers: int) -> dict:
+    """The checkpoint on the unseen-family slices played with every reader (trained_policy.READERS),
+    beside the rule: what the reading's knowledge of the held-out families is worth to the same weights."""
+    out = {}
+    for difficulty in ("medium", "hard"):
+        row = {"rule": evaluate("rule", "unseen_family", n, difficulty, workers=workers, progress=False)["metrics"]}
+        for reader in READERS:
+            row[reader] = evaluate(f"structured:{checkpoint}?reader={reader}", "unseen_family", n, difficulty,
+                                   workers=workers, progress=False)["metrics"]
+        out[f"unseen_family/{difficulty}"] = {k: {m: v[m] for m in COMPARED} for k, v in row.items()}
+    return out
+
+
+def reader_sentence(reader: str, dropout: float) -> str:
+    """What the trained policy's reading knew, in words."""
+    if reader == "all":
+        return ("But the reading among its features (reader `all`) knows every family's mechanisms, the held-out "
+                "ones included, so on the unseen family this policy carries hand-coded knowledge of the slice.")
+    return (f"The reading among its features (reader `{reader}`) knows only the {len(READERS[reader])} train "
+            "families' mechanisms; a held-out family's own site reads as unknown"
+            + (f", and in cloning, GRPO and validation the reading of {dropout:.0%} of proposals was withheld "
+               "(reading dropout), so the policy was trained to act on sites it cannot place." if dropout else "."))
+
+
+def ablation_lines(ablation: dict, trained_with: str) -> list[str]:
+    label = {"rule": "the rule, for reference", trained_with: f"{trained_with} (trained with)"}
+    rows = [f"| {name} | {label.get(reader, reader)} | "
+            f"{_pct(m['safe_ship'])} | {_ret(m['mean_return'])} |"
+            for name, row in ablation.items() for reader, m in row.items()]
+    return ["**What the reading knows.** The features include a reference planner's reading of each proposal "
+            "(trained_policy.read), and that reading is hand-written knowledge of the generator. Reader `train` "
+            "knows the train split's families only: a held-out family's own site (a request or claim wording no "
+            "train mechanism has) reads as unknown, with no rule, posterior or wording kind, so the policy must "
+            "fall back on the board and the evidence. Reader `all` also knows the held-out families' mechanisms "
+            "(waiver, reopen, snapshot), which is hand-coded knowledge of the unseen-family slice. Both readers "
+            "share the evidence reader (policy.evidence_violation), which recognises every artifact's violation, "
+            "the held-out mechanisms' included. The rule and the planner are hand-written references and read "
+            "with everything. The same weights, played with each reader on the unseen family:", "",
+            "| slice | reader | safe ship % | mean return |", "|---|---|---|---|", *rows, ""]
 
 
 def transcript(policy, scenario: dict) -> dict:
@@ -170,6 +221,7 @@ def structured_part(checkpoint: Path, n: int, search: int, workers: int, docs: P
               "Structured policy: GRPO on the train split", "update step", "mean episode return",
               [(v["step"], v["mean_return"]) for v in summary.get("validation", [])], summary.get("best_step"))
     slices = evaluate_slices(checkpoint, n, workers, calibration)
+    ablation = reader_ablation(checkpoint, n, workers)
     for name in BARS_SLICES:
         r = slices[name]["results"]
         bars = [{**r["rule"], "policy": "rule"}, {**r["trained"], "policy": "trained"},
@@ -180,7 +232,8 @@ def structured_part(checkpoint: Path, n: int, search: int, workers: int, docs: P
     for part in slices.values():
         for r in part["results"].values():
             r.pop("episodes", None)
-    return {"checkpoint": str(checkpoint), "training": summary, "n": n, "slices": slices, "behaviour": examples}
+    return {"checkpoint": str(checkpoint), "reader": checkpoint_reader(checkpoint), "training": summary, "n": n,
+            "slices": slices, "reader_ablation": ablation, "behaviour": examples}
 
 
 def start_lm(minutes: float, out_dir: Path, seed: int, n_eval: int, results: Path) -> subprocess.Popen:
@@ -270,11 +323,12 @@ def structured_markdown(s: dict) -> list[str]:
              f"played {t['validation_episodes']} validation scenarios (`train` seeds from {VALIDATION_START:,}, never "
              f"trained on); \"trained\" is the best of those checkpoints (update {t['best_step']}"
              + (": no update beat the cloned start, so trained is the warm start" if t["best_step"] == 0 else "")
-             + "), \"warm start\" the cloned start before any update. No held-out seed, family or mix was seen in "
-             "training or selection.", "",
+             + "), \"warm start\" the cloned start before any update. No held-out seed, family or mix was played in "
+             "training or selection. " + reader_sentence(s.get("reader", "all"), t.get("reading_dropout", 0.0)), "",
              f"Each slice: the first {s['n']} tasks. Rule, planner, warm start and trained are played by this "
              f"command; the exploit suite's intervals, on the same tasks, come from {calibration_source(s)}.", "",
-             summary_table(s), "", *yardstick_lines(s),
+             summary_table(s), "", *ablation_lines(s.get("reader_ablation", {}), s.get("reader", "all")),
+             *yardstick_lines(s),
              "![learning curve](learnability_structured_curve.png)", ""]
     lines += [f"![{name}: rule, trained, planner](learnability_bars_{name.split('/')[0]}.png)" for name in BARS_SLICES]
     for name, part in s["slices"].items():
@@ -341,7 +395,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("results/learnability.json"))
     parser.add_argument("--rerender", action="store_true",
                         help="keep the structured part of --out as measured; only read the LM results again")
+    parser.add_argument("--reader-ablation", action="store_true",
+                        help="only play --structured-checkpoint on the unseen-family slices with every reader "
+                             "(and the rule), print the table and exit")
     args = parser.parse_args(argv)
+    if args.reader_ablation:
+        if args.structured_checkpoint is None or not args.structured_checkpoint.exists():
+            parser.error("--reader-ablation plays a checkpoint: name an existing one with --structured-checkpoint")
+        ablation = reader_ablation(args.structured_checkpoint, args.n, args.workers)
+        print(json.dumps(ablation, indent=1))
+        print("\n".join(ablation_lines(ablation, checkpoint_reader(args.structured_checkpoint))))
+        return
     if not args.calibration.exists():
         parser.error(f"{args.calibration} does not exist: the exploit suite's intervals come from it; "
                      f"write it with `python -m training.calibrate -n {args.n}`")

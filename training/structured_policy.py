@@ -38,8 +38,9 @@ from releaseops_arena.baselines import Policy, TruthReader
 from releaseops_arena.rendering import View
 from releaseops_arena.splits import scenarios
 # The features and candidates live in the engine, so the exported policy plays without torch.
-from releaseops_arena.trained_policy import (ACTIONS, FORMAT, READING_DIM, TARGET_DIM, candidates,  # noqa: F401
-                                             feature_dim, features, onehot, ref_features)
+from releaseops_arena.trained_policy import (ACTIONS, DEFAULT_READER, FORMAT, READERS, READING_DIM,  # noqa: F401
+                                             TARGET_DIM, candidates, check_reader, feature_dim, features, onehot,
+                                             ref_features)
 
 Tracker = View  # the one observation reader (it also remembers the supervisor's own calls), by its old name
 
@@ -54,13 +55,33 @@ class Scorer(nn.Module):
         return self.net(x).squeeze(-1)
 
 
-def rollout(model: Scorer, scenario: dict, rng: random.Random, greedy: bool = False) -> tuple[float, list, dict]:
+class ReadingDropout:
+    """Withholds the reading of a random `share` of an episode's proposals (the ship excepted), drawn
+    once per proposal: the reader cannot place a held-out family's own site, and a policy that never
+    trained without a reading has no idea what to do then. Use one per episode."""
+
+    def __init__(self, share: float, rng: random.Random):
+        self.share, self.rng, self.drawn, self.masked = share, rng, set(), set()
+
+    def __call__(self, view: View) -> set:
+        if self.share > 0:  # no draws at 0, so a run without dropout replays as before
+            for pid, p in view.proposals.items():
+                if pid not in self.drawn and p["request"] != "ship_release_candidate":
+                    self.drawn.add(pid)
+                    if self.rng.random() < self.share:
+                        self.masked.add(pid)
+        return self.masked
+
+
+def rollout(model: Scorer, scenario: dict, rng: random.Random, greedy: bool = False, reader: str = DEFAULT_READER,
+            dropout: float = 0.0) -> tuple[float, list, dict]:
     """One episode; returns (return, [(candidate features, chosen index)], metrics)."""
     env = ReleaseOpsToolEnv()
     view = View(json.loads(env.reset(**scenario)))
     trace = []
+    masked = ReadingDropout(dropout, rng)
     while not env.done:
-        cands = candidates(view)
+        cands = candidates(view, reader, masked(view))
         x = torch.tensor([c[2] for c in cands])
         with torch.no_grad():
             logits = model(x)
@@ -77,14 +98,22 @@ def rollout(model: Scorer, scenario: dict, rng: random.Random, greedy: bool = Fa
 
 
 class StructuredPolicy(Policy):
-    """The trained network as a policy for the evaluation harness (greedy)."""
+    """The trained network as a policy for the evaluation harness (greedy).
+
+    `path` may end in `?reader=<name>` to play with another reader than the one the checkpoint was
+    trained with (the harness's `structured:runs/x.pt?reader=train`); a checkpoint that names none
+    was trained with "all"."""
 
     def __init__(self, path: str):
+        self.name = f"structured:{path}"
+        path, _, query = path.partition("?")
+        if query and not query.startswith("reader="):
+            raise ValueError(f"structured:{path}?{query}: the only option is ?reader=<{'|'.join(READERS)}>")
         state = torch.load(path, map_location="cpu", weights_only=True)
         self.model = Scorer(state["dim"], state["hidden"])
         self.model.load_state_dict(state["weights"])
         self.model.eval()
-        self.name = f"structured:{path}"
+        self.reader = check_reader(query[len("reader="):] if query else state.get("reader", "all"))
 
     def begin(self, observation: str) -> None:
         self.view = View(json.loads(observation))
@@ -94,7 +123,7 @@ class StructuredPolicy(Policy):
             self.view.update(json.loads(text))
 
     def act(self, view):
-        cands = candidates(self.view)
+        cands = candidates(self.view, self.reader)
         with torch.no_grad():
             i = int(torch.argmax(self.model(torch.tensor([c[2] for c in cands]))))
         tool, args, _ = cands[i]
@@ -110,11 +139,13 @@ def export(src: str | Path, dst: str | Path, digits: int = 4) -> dict:
     """
     state = torch.load(src, map_location="cpu", weights_only=True)
     w = state["weights"]
+    reader = state.get("reader", "all")
 
     def rounded(t: torch.Tensor):
         return [float(f"{v:.{digits}g}") for v in t.tolist()] if t.dim() == 1 else [rounded(r) for r in t]
 
-    data = {"format": FORMAT, "source": Path(src).name, "dim": state["dim"], "hidden": state["hidden"],
+    data = {"format": FORMAT, "source": Path(src).name, "reader": reader, "known_families": list(READERS[reader]),
+            "dim": state["dim"], "hidden": state["hidden"],
             "layers": [{"weight": rounded(w[f"net.{k}.weight"]), "bias": rounded(w[f"net.{k}.bias"])}
                        for k in (0, 2, 4)]}
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +154,7 @@ def export(src: str | Path, dst: str | Path, digits: int = 4) -> dict:
 
 
 def greedy_agreement(model: Scorer, scorer, scenario_list: list[dict],
-                     walk: random.Random | None = None) -> tuple[int, int]:
+                     walk: random.Random | None = None, reader: str = DEFAULT_READER) -> tuple[int, int]:
     """(decisions where the pure-Python scorer picks torch's greedy call, decisions), along torch's
     greedy episodes, or along random calls drawn from `walk` (an untrained model often holds at once)."""
     same = total = 0
@@ -131,7 +162,7 @@ def greedy_agreement(model: Scorer, scorer, scenario_list: list[dict],
         env = ReleaseOpsToolEnv()
         view = View(json.loads(env.reset(**scenario)))
         while not env.done:
-            cands = candidates(view)
+            cands = candidates(view, reader)
             xs = [c[2] for c in cands]
             with torch.no_grad():
                 i = int(torch.argmax(model(torch.tensor(xs))))
@@ -172,12 +203,16 @@ def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entr
     return loss
 
 
-def expert_traces(expert: str, scenario_list: list[dict]) -> list[list]:
-    """(candidate features, index of the expert's call) for every step of the expert's episodes."""
+def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_READER, dropout: float = 0.0,
+                  seed: int = 0) -> list[list]:
+    """(candidate features, index of the expert's call) for every step of the expert's episodes,
+    the features read with `reader` and a `dropout` share of readings withheld."""
     from releaseops_arena.baselines import POLICIES
 
     traces = []
+    drops = random.Random(seed)
     for k, scenario in enumerate(scenario_list):
+        masked = ReadingDropout(dropout, drops)
         # Set up as `baselines.play` does: the expert's own rng, the truth only if privileged.
         env, policy = ReleaseOpsToolEnv(), POLICIES[expert]()
         policy.rng = random.Random(k)
@@ -192,7 +227,7 @@ def expert_traces(expert: str, scenario_list: list[dict]) -> list[list]:
             if call is None:
                 break
             tool, args = call
-            cands = candidates(view)
+            cands = candidates(view, reader, masked(view))
             match = [i for i, c in enumerate(cands) if c[0] == tool and c[1] == args]
             if match:
                 trace.append((torch.tensor([c[2] for c in cands]), match[0]))
@@ -211,11 +246,11 @@ def expert_traces(expert: str, scenario_list: list[dict]) -> list[list]:
 
 
 def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, seed: int,
-            difficulty: str | None = "medium") -> list[float]:
+            difficulty: str | None = "medium", reader: str = DEFAULT_READER, dropout: float = 0.0) -> list[float]:
     """Behaviour cloning warm start: maximise the log-probability of the expert's calls."""
     rng = random.Random(seed)
     pool = list(scenarios("train", episodes, difficulty))
-    traces = expert_traces(expert, pool)
+    traces = expert_traces(expert, pool, reader, dropout, seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(epochs):
@@ -235,17 +270,20 @@ TRAIN_POOL = 100_000
 VALIDATION_START = 900_000
 
 
-def validation_return(model: Scorer, scenario_list: list[dict]) -> float:
-    """Mean greedy return: how the policy would score if training stopped here."""
+def validation_return(model: Scorer, scenario_list: list[dict], reader: str = DEFAULT_READER,
+                      dropout: float = 0.0) -> float:
+    """Mean greedy return: how the policy would score if training stopped here (with the same
+    reading dropout on every validation, so checkpoints face the same withheld readings)."""
     rng = random.Random(0)
-    return sum(rollout(model, s, rng, greedy=True)[0] for s in scenario_list) / len(scenario_list)
+    return sum(rollout(model, s, rng, True, reader, dropout)[0] for s in scenario_list) / len(scenario_list)
 
 
 def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, lr: float = 1e-3, hidden: int = 64,
           difficulty: str | None = None, seed: int = 0, entropy_coef: float = 0.01, max_steps: int | None = None,
           log_every: int = 10, out: Path | None = None, warm_start: str | None = "planner",
           warm_episodes: int = 3000, warm_epochs: int = 6, kl_coef: float = 0.05, validate_every: int = 50,
-          validation_episodes: int = 500, callback=None, command: str | None = None) -> dict:
+          validation_episodes: int = 500, callback=None, command: str | None = None, reader: str = DEFAULT_READER,
+          dropout: float = 0.0) -> dict:
     """GRPO-style training on the `train` split only; returns the learning curve.
 
     A random network almost never ships (every group scores the same, so
@@ -263,13 +301,18 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     included) is the one returned and saved, because the sampled return swings
     by tenths between updates (0 turns validation off and keeps the last).
     `callback(step, model, validation_return)` is called after each validation.
+    `reader` names what the planner's reading among the features knows (trained_policy.READERS;
+    "train": the train split's families only); `dropout` withholds the reading of that share of
+    proposals in cloning, GRPO and validation alike (`ReadingDropout`).
     """
+    check_reader(reader)
     torch.manual_seed(seed)
     rng = random.Random(seed)
     dim = feature_dim()
     model = Scorer(dim, hidden)
     t0 = time.monotonic()
-    bc_losses = imitate(model, warm_start, warm_episodes, warm_epochs, 3e-3, seed, difficulty) if warm_start else []
+    bc_losses = imitate(model, warm_start, warm_episodes, warm_epochs, 3e-3, seed, difficulty, reader,
+                        dropout) if warm_start else []
     warm_seconds = round(time.monotonic() - t0, 1)
     reference = copy.deepcopy(model).requires_grad_(False)  # the cloned start, also saved as .warm.pt
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -280,7 +323,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
 
     def validate() -> None:
         nonlocal best
-        score = validation_return(model, held)
+        score = validation_return(model, held, reader, dropout)
         validation.append({"step": step, "seconds": round(time.monotonic() - start, 1), "mean_return": round(score, 4)})
         if score > best[0]:
             best = (score, step, copy.deepcopy(model.state_dict()))
@@ -292,7 +335,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     while (max_steps is None or step < max_steps) and time.monotonic() - start < minutes * 60:
         traces, advantages, returns = [], [], []
         for scenario in rng.sample(pool, scenarios_per_step):
-            runs = [rollout(model, scenario, rng) for _ in range(group)]
+            runs = [rollout(model, scenario, rng, reader=reader, dropout=dropout) for _ in range(group)]
             rs = torch.tensor([r[0] for r in runs])
             std = float(rs.std())
             adv = ((rs - rs.mean()) / (std + 1e-6)).tolist() if std > 1e-8 else [0.0] * group
@@ -320,12 +363,13 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
                "warm_episodes": warm_episodes, "warm_epochs": warm_epochs, "entropy_coef": entropy_coef,
                "difficulty": difficulty or "all", "seed": seed, "command": command, "kl_coef": kl_coef, "group": group,
                "scenarios_per_step": scenarios_per_step, "lr": lr, "validate_every": validate_every,
-               "validation_episodes": validation_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:]}
+               "validation_episodes": validation_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:],
+               "reader": reader, "known_families": list(READERS[reader]), "reading_dropout": dropout}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         for path, weights in ((out, model.state_dict()), (Path(out).with_suffix(".warm.pt"), reference.state_dict()),
                               (Path(out).with_suffix(".last.pt"), last)):
-            torch.save({"dim": dim, "hidden": hidden, "weights": weights}, path)
+            torch.save({"dim": dim, "hidden": hidden, "weights": weights, "reader": reader}, path)
         Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=1))
     return {**summary, "model": model}
 
@@ -346,6 +390,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warm-start", default="planner", help="expert policy to clone first ('' for none)")
     parser.add_argument("--warm-episodes", type=int, default=3000, help="train episodes of the expert to clone")
     parser.add_argument("--warm-epochs", type=int, default=6)
+    parser.add_argument("--reader", choices=list(READERS), default=DEFAULT_READER,
+                        help="what the planner's reading among the features knows: 'train' the train split's "
+                             "families only (a held-out family's own site reads as unknown), 'all' every family")
+    parser.add_argument("--reading-dropout", type=float, default=0.0,
+                        help="share of proposals whose reading is withheld in cloning, GRPO and validation")
     parser.add_argument("--out", type=Path, default=Path("runs/structured.pt"))
     parser.add_argument("--export", nargs=2, metavar=("CHECKPOINT", "JSON"), type=Path,
                         help="write CHECKPOINT's weights as JSON for the torch-free policy `trained`, "
@@ -357,8 +406,9 @@ def main(argv: list[str] | None = None) -> None:
 
         src, dst = args.export
         export(src, dst)
-        same, total = greedy_agreement(StructuredPolicy(str(src)).model, load_weights(dst),
-                                       list(scenarios("heldout_seeds", 120)))
+        played = StructuredPolicy(str(src))
+        same, total = greedy_agreement(played.model, load_weights(dst), list(scenarios("heldout_seeds", 120)),
+                                       reader=played.reader)
         print(f"{src} -> {dst} ({dst.stat().st_size:,} bytes); greedy choices agree with torch's "
               f"on {same}/{total} decisions (120 held-out episodes, every difficulty)")
         if same != total:
@@ -369,6 +419,7 @@ def main(argv: list[str] | None = None) -> None:
                    warm_start=args.warm_start or None, kl_coef=args.kl, entropy_coef=args.entropy,
                    warm_episodes=args.warm_episodes, warm_epochs=args.warm_epochs,
                    validate_every=args.validate_every, validation_episodes=args.validation_episodes,
+                   reader=args.reader, dropout=args.reading_dropout,
                    command="python -m training.structured_policy " + " ".join(sys.argv[1:] if argv is None else argv))
     print(f"{result['steps']} steps in {result['seconds']} s; kept step {result['best_step']} -> {args.out}")
 
