@@ -9,7 +9,7 @@ import pytest
 from releaseops_arena import trained_policy
 from releaseops_arena.baselines import POLICIES, play
 from releaseops_arena.catalog import OUTCOMES
-from releaseops_arena.splits import scenarios
+from releaseops_arena.splits import SPLITS, scenarios
 from tests.test_structure import PROBE as PURITY_PROBE, REPO_ROOT
 
 # The purity test's import blocker (torch, numpy, ... raise ImportError), then one episode of `trained`.
@@ -57,10 +57,13 @@ def test_a_stale_or_foreign_weights_file_is_refused_with_the_command_that_rebuil
         trained_policy.load_weights(foreign)
 
 
-def test_the_weights_file_names_the_reader_the_policy_plays_with(tmp_path):
+def test_the_shipped_policy_reads_with_the_train_families_only(tmp_path):
+    """The shipped weights were trained, and are played, with a reading that knows the train families'
+    mechanisms only: on the unseen family they carry no hand-coded knowledge of the held-out ones."""
     data = json.loads(trained_policy.WEIGHTS.read_text())
-    assert POLICIES["trained"]().reader == data.get("reader", "all")
-    assert trained_policy.TrainedPolicy(reader="train").reader == "train"
+    assert data["reader"] == "train" and data["known_families"] == list(SPLITS["train"]["families"])
+    assert POLICIES["trained"]().reader == "train"
+    assert trained_policy.TrainedPolicy(reader="all").reader == "all"
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({**data, "reader": "heldout"}))
     with pytest.raises(ValueError, match="unknown reader 'heldout'; valid: train, all"):

@@ -4,7 +4,9 @@ Each turn, every valid tool call on the board is a candidate (approve or block
 each pending proposal under each relevant rule, inspect each of its artifacts,
 ask its worker each question, hold); a feature vector describes the candidate
 from visible information only (the board, worker stats, claims, evidence and
-answers seen so far); an MLP scores it; the policy is a softmax over the valid
+answers seen so far, and a reference planner's reading of each proposal with
+the knowledge `--reader` names: by default the train families' mechanisms
+only, see `releaseops_arena.trained_policy.READERS`); an MLP scores it; the policy is a softmax over the valid
 candidates, so it can never make an invalid call. Training samples a group of
 episodes per `train`-split scenario and weights log-probabilities by the
 group-normalised return (GRPO-style advantages), with a KL penalty towards
@@ -12,7 +14,8 @@ the behaviour-cloned start. The greedy policy is scored on validation seeds of
 the `train` split as it learns, and the best checkpoint is kept (`.pt`; the
 final weights go to `.last.pt`, the cloned start to `.warm.pt`).
 
-    python -m training.structured_policy --minutes 24 --lr 2e-4 --entropy 0 --kl 0.1 --out runs/structured.pt
+    python -m training.structured_policy --minutes 22 --lr 2e-4 --entropy 0 --kl 0.1 --reader train \
+        --reading-dropout 0.3 --out runs/structured.pt
     python -m training.evaluate --policy rule,structured:runs/structured.pt --split heldout_seeds -n 500 --difficulty medium
     python -m training.structured_policy --export runs/structured.pt releaseops_arena/trained_policy.json
 
