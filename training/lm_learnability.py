@@ -271,7 +271,7 @@ def _variants(results: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget for the whole run")
+    parser.add_argument("--minutes", type=float, default=60.0, help="budget for the whole run, in CPU minutes on one core (a SIGSTOP pause does not spend it)")
     parser.add_argument("--out", type=Path, default=Path("runs/lm"), help="checkpoints go here")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-n", "--n-eval", type=int, default=100, help="held-out easy episodes per evaluation")
