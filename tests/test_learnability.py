@@ -122,3 +122,16 @@ def test_the_one_command_trains_the_structured_policy_then_writes_the_report(tmp
     assert "--warm-episodes 12" in json.loads((runs / "structured.json").read_text())["command"]
     assert set(s["slices"]) == {f"{split}/{d}" for split, d in lb.SLICES}
     assert "lm" not in data and "Trained by this command" in (docs / "learnability.md").read_text()
+
+
+def test_an_earlier_checkpoint_without_its_cloned_start_is_refused_before_any_play(tmp_path, capsys):
+    checkpoint = tmp_path / "s.pt"
+    checkpoint.write_bytes(b"")
+    (tmp_path / "s.json").write_text("{}")
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"n": 10, "slices": {f"{s}/{d}": {e: {} for e in lb.EXPLOITS}
+                                                           for s, d in lb.SLICES}}))
+    with pytest.raises(SystemExit):
+        lb.main(["--structured-checkpoint", str(checkpoint), "-n", "10", "--calibration", str(calibration),
+                 "--docs", str(tmp_path), "--out", str(tmp_path / "l.json")])
+    assert "s.warm.pt does not exist (training.structured_policy writes it beside the checkpoint)" in capsys.readouterr().err

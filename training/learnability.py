@@ -419,9 +419,13 @@ def main(argv: list[str] | None = None) -> None:
     missing = [f"{s}/{d}: {e}" for s, d in SLICES for e in EXPLOITS if e not in calibration["slices"].get(f"{s}/{d}", {})]
     if missing:
         parser.error(f"{args.calibration} lacks {', '.join(missing)}; rerun `python -m training.calibrate`")
-    for path in filter(None, (args.structured_checkpoint, args.lm_results)):
+    # An earlier checkpoint is read with its summary and its cloned start: all three, checked before minutes of play.
+    ckpt = args.structured_checkpoint
+    beside = [ckpt.with_suffix(".json"), ckpt.with_suffix(".warm.pt")] if ckpt and not args.rerender else []
+    for path in filter(None, (ckpt, *beside, args.lm_results)):
         if not path.exists():
-            parser.error(f"{path} does not exist")
+            parser.error(f"{path} does not exist"
+                         + (" (training.structured_policy writes it beside the checkpoint)" if path in beside else ""))
     data = {"command": "python -m training.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
             "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"}
     if args.rerender:
