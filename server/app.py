@@ -34,7 +34,6 @@ from .releaseops_environment import (TASKS, ReleaseOpsAction, ReleaseOpsEnvironm
                                      ReleaseOpsState)
 
 
-
 def _setting(name: str, default: str, kind: type, minimum: float):
     """A numeric setting from the environment, or a one-line exit naming what is valid."""
     raw = os.environ.get(name) or default

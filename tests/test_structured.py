@@ -291,3 +291,10 @@ def test_the_ships_risk_adds_up_the_sites_approved_unseen():
             expect *= 1 - r["prob"] if r["rule"] == rule else 1.0
         assert risk[rule] == pytest.approx(1 - expect, abs=0.05), rule
     assert max(risk.values()) > 0
+
+
+@pytest.mark.parametrize("share", ["-0.1", "1.5"])
+def test_a_reading_dropout_outside_0_to_1_is_refused_with_the_valid_range(share, capsys):
+    with pytest.raises(SystemExit):
+        sp.main(["--reading-dropout", share])
+    assert f"--reading-dropout is a share of proposals, from 0 to 1; got {float(share)}" in capsys.readouterr().err

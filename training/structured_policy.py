@@ -403,6 +403,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="write CHECKPOINT's weights as JSON for the torch-free policy `trained`, "
                              "check its greedy choices against torch's, and exit")
     args = parser.parse_args(argv)
+    if not 0.0 <= args.reading_dropout <= 1.0:
+        parser.error(f"--reading-dropout is a share of proposals, from 0 to 1; got {args.reading_dropout}")
     torch.set_num_threads(1)
     if args.export:
         from releaseops_arena.trained_policy import load_weights
