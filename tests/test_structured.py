@@ -298,3 +298,29 @@ def test_a_reading_dropout_outside_0_to_1_is_refused_with_the_valid_range(share,
     with pytest.raises(SystemExit):
         sp.main(["--reading-dropout", share])
     assert f"--reading-dropout is a share of proposals, from 0 to 1; got {float(share)}" in capsys.readouterr().err
+
+
+def test_the_cloned_planner_knows_only_what_the_reader_knows():
+    """The teacher of a `train`-reader clone weighs only train families on a train board, so its calls
+    carry no knowledge of the held-out families; with reader `all` it is the planner as shipped."""
+    from releaseops_arena.baselines import POLICIES
+
+    scenario = next(scenarios("train", 1, "medium"))
+    for reader, families in (("train", SPLITS["train"]["families"]), ("all", POLICIES["planner"].known)):
+        expert = sp.teach(POLICIES["planner"](), reader)
+        expert.begin(ReleaseOpsToolEnv().reset(**scenario))
+        assert set(expert.families) <= set(families) and expert.families
+        assert expert.known == tuple(families)
+    held_out = set(SPLITS["unseen_family"]["families"])
+    assert not held_out & set(sp.teach(POLICIES["planner"](), "train").known)
+
+
+def test_cloning_counts_the_expert_calls_it_cannot_imitate():
+    """Every expert call is counted, and one that is not among the candidates (the random policy's
+    invalid calls; none of the planner's) is counted as dropped rather than vanishing unseen."""
+    pool = list(scenarios("train", 6, "medium"))
+    for expert, dropped in (("planner", lambda n: n == 0), ("random", lambda n: n > 0)):
+        counts = {}
+        traces = sp.expert_traces(expert, pool, "train", 0.3, counts=counts)
+        assert counts["calls"] == sum(len(t) for t in traces) + counts["dropped"] > 6
+        assert dropped(counts["dropped"]), (expert, counts)

@@ -38,12 +38,13 @@ from torch import nn
 
 from releaseops_arena import ReleaseOpsToolEnv
 from releaseops_arena.baselines import Policy, TruthReader
+from releaseops_arena.planner import ReferencePlanner
 from releaseops_arena.rendering import View
 from releaseops_arena.splits import scenarios
 # The features and candidates live in the engine, so the exported policy plays without torch.
 from releaseops_arena.trained_policy import (ACTIONS, DEFAULT_READER, FORMAT, READERS, READING_DIM,  # noqa: F401
-                                             TARGET_DIM, candidates, check_reader, feature_dim, features, onehot,
-                                             ref_features)
+                                             TARGET_DIM, candidates, check_reader, feature_dim, features,
+                                             known_wordings, onehot, ref_features)
 
 Tracker = View  # the one observation reader (it also remembers the supervisor's own calls), by its old name
 
@@ -206,10 +207,21 @@ def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entr
     return loss
 
 
+def teach(expert: Policy, reader: str) -> Policy:
+    """Narrow a planner-like expert's knowledge of the generator to the reader's families and wordings.
+    With every family known, the planner weighs the held-out families' sites on train boards too, and
+    a clone of it would learn that caution from families it must not know."""
+    if isinstance(expert, ReferencePlanner):
+        expert.known, expert.wordings = READERS[reader], known_wordings(reader)
+    return expert
+
+
 def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_READER, dropout: float = 0.0,
-                  seed: int = 0) -> list[list]:
+                  seed: int = 0, counts: dict | None = None) -> list[list]:
     """(candidate features, index of the expert's call) for every step of the expert's episodes,
-    the features read with `reader` and a `dropout` share of readings withheld."""
+    the features read with `reader` and a `dropout` share of readings withheld; a planner-like
+    expert knows what `reader` knows (`teach`). An expert call that is not among the candidates
+    cannot be cloned: `counts` (if given) gets the expert's "calls" and the "dropped" ones."""
     from releaseops_arena.baselines import POLICIES
 
     traces = []
@@ -219,6 +231,7 @@ def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_
         # Set up as `baselines.play` does: the expert's own rng, the truth only if privileged.
         env, policy = ReleaseOpsToolEnv(), POLICIES[expert]()
         policy.rng = random.Random(k)
+        teach(policy, reader)
         obs = env.reset(**scenario)
         if policy.privileged:
             policy.truth = TruthReader(env._episode)
@@ -234,6 +247,9 @@ def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_
             match = [i for i, c in enumerate(cands) if c[0] == tool and c[1] == args]
             if match:
                 trace.append((torch.tensor([c[2] for c in cands]), match[0]))
+            if counts is not None:
+                counts["calls"] = counts.get("calls", 0) + 1
+                counts["dropped"] = counts.get("dropped", 0) + (not match)
             view.note_call(tool, args)
             try:
                 text = getattr(env, tool)(**args)
@@ -249,11 +265,13 @@ def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_
 
 
 def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, seed: int,
-            difficulty: str | None = "medium", reader: str = DEFAULT_READER, dropout: float = 0.0) -> list[float]:
-    """Behaviour cloning warm start: maximise the log-probability of the expert's calls."""
+            difficulty: str | None = "medium", reader: str = DEFAULT_READER, dropout: float = 0.0,
+            counts: dict | None = None) -> list[float]:
+    """Behaviour cloning warm start: maximise the log-probability of the expert's calls
+    (`counts`: see `expert_traces`)."""
     rng = random.Random(seed)
     pool = list(scenarios("train", episodes, difficulty))
-    traces = expert_traces(expert, pool, reader, dropout, seed)
+    traces = expert_traces(expert, pool, reader, dropout, seed, counts)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(epochs):
@@ -314,8 +332,9 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     dim = feature_dim()
     model = Scorer(dim, hidden)
     t0 = time.monotonic()
+    cloned: dict = {}
     bc_losses = imitate(model, warm_start, warm_episodes, warm_epochs, 3e-3, seed, difficulty, reader,
-                        dropout) if warm_start else []
+                        dropout, cloned) if warm_start else []
     warm_seconds = round(time.monotonic() - t0, 1)
     reference = copy.deepcopy(model).requires_grad_(False)  # the cloned start, also saved as .warm.pt
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -367,7 +386,8 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
                "difficulty": difficulty or "all", "seed": seed, "command": command, "kl_coef": kl_coef, "group": group,
                "scenarios_per_step": scenarios_per_step, "lr": lr, "validate_every": validate_every,
                "validation_episodes": validation_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:],
-               "reader": reader, "known_families": list(READERS[reader]), "reading_dropout": dropout}
+               "reader": reader, "known_families": list(READERS[reader]), "reading_dropout": dropout,
+               "expert_calls": cloned.get("calls", 0), "expert_calls_dropped": cloned.get("dropped", 0)}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         for path, weights in ((out, model.state_dict()), (Path(out).with_suffix(".warm.pt"), reference.state_dict()),
