@@ -9,7 +9,8 @@ planner (visible information only, so its choices can be learned from the
 board) on the train split (easy) in OpenEnv's collect format, which is TRL's
 tool-loop conversation
 (`training/collect.py`); supervised warm start on their assistant tokens;
-evaluate on held-out seeds (easy); GRPO with TRL's `environment_factory`
+evaluate on held-out seeds (easy); optionally mine hard prompts (`hard_tasks`: train
+tasks the warm start does not already solve); GRPO with TRL's `environment_factory`
 (`training/train_grpo.py`, the environment owns the reward); evaluate again on
 the same held-out episodes. The evaluation plays the checkpoint through the
 harness's own `hf:` policy (greedy decoding), exactly as
@@ -19,8 +20,10 @@ harness's own `hf:` policy (greedy decoding), exactly as
 
     {"config": {minutes, seed, n_eval, split, difficulty, settings: SETTINGS as run, vocab, parameters,
                 warm_start_episodes, grpo_minutes},
-     "stages": {"build" | "collect" | "sft" | "eval_sft" | "grpo" | "eval_grpo" | "total": {"wall_s", "cpu_s"}},
-     "sft": {"steps", "loss_first", "loss_last"}, "grpo": {"steps", "rewards": [mean reward per step]},
+     "stages": {"build" | "collect" | "sft" | "eval_sft" | "mine" | "grpo" | "eval_grpo" | "total": {"wall_s", "cpu_s"}},
+     "sft": {"steps", "loss_first", "loss_last"},
+     "grpo": {"steps", "rewards": [mean reward per step], "zero_std_steps": steps whose rollouts all scored the same},
+     "mining": {"pool": [first, end), "kept": count, "kept_tasks", "policy_mean", "reference_mean"},  # with mine_tasks
      "eval": {"warm start (SFT)": SUMMARY, "SFT + GRPO": SUMMARY},
      "grpo_beats_warm_start": bool,        # return intervals do not overlap, warm start's below
      "calls_collapse": bool,               # GRPO's calls/episode under half the warm start's
@@ -68,6 +71,10 @@ SETTINGS = {
     # take what they take (measured and reported). The read_span warm start reached 95% valid calls
     # in 12 CPU-minutes, so GRPO gets the larger share.
     "sft_share": 0.3, "grpo_share": 0.55,
+    # Hard-prompt mining (`hard_tasks`): before GRPO the warm start plays `mine_tasks` train tasks from
+    # `mine_start` (past the warm start's own episodes) greedily; GRPO trains only on those where it scores
+    # below the reference planner. 0: GRPO draws from the first `rows` train tasks as before.
+    "mine_tasks": 0, "mine_start": 1500,
 }
 
 
@@ -100,6 +107,34 @@ def summary(episodes: list[dict]) -> dict:
             "invalid_rate": m["invalid_action"],
             "finished": rate(sum(bool(e["terminated"]) for e in episodes), len(episodes)),
             **{k: m[k] for k in ("safe_ship", "unsafe_ship", "missed_deadline", "mean_return")}}
+
+
+def hard_tasks(policy: str, start: int, n: int, reference: str = "planner") -> dict:
+    """Hard-prompt mining on the train split: train tasks `start`..`start + n - 1` (easy), each played once
+    greedily by `policy` and by `reference`. "kept" are the tasks `policy` does not already solve: its
+    return is below both a clean safe ship's (SAFE_SHIP, nothing spent) and `reference`'s, whichever is
+    higher. A solved task mostly gives a GRPO group of equal returns (in the run without mining, 31 of
+    63 steps had all 8 rollouts at one return: zero advantage, nothing learned).
+    Returns {"pool": [start, start + n], "kept": [task index], "policy_mean", "reference_mean"}."""
+    from releaseops_arena.rewards import SAFE_SHIP
+
+    from .evaluate import _LOADED
+
+    scenarios = [task_scenario("train", i, DIFFICULTY) for i in range(start, start + n)]
+    own, ref = ([runs[0]["episode_return"] for runs in run_episodes(name, scenarios, progress=False)]
+                for name in (policy, reference))
+    _LOADED.pop(policy, None)  # a checkpoint directory is rewritten between stages
+    kept = [start + k for k, (a, b) in enumerate(zip(own, ref)) if a < max(b, SAFE_SHIP) - 1e-9]
+    return {"pool": [start, start + n], "kept": kept,
+            "policy_mean": round(sum(own) / n, 4), "reference_mean": round(sum(ref) / n, 4)}
+
+
+def task_rows(tasks: list[int], path: Path) -> Path:
+    """GRPO's dataset of these train tasks (easy), as `training.make_dataset` writes it, saved at `path`."""
+    from .make_dataset import build as build_rows
+
+    build_rows("train", max(tasks) + 1, DIFFICULTY).select(tasks).to_parquet(str(path))
+    return path
 
 
 def parameters(path: Path) -> int:
@@ -147,6 +182,13 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     lap("sft")
     before = evaluation(sft_dir, n_eval)
     lap("eval_sft")
+    mined = None
+    if cfg["mine_tasks"]:
+        mined = hard_tasks(f"hf:{sft_dir}", cfg["mine_start"], cfg["mine_tasks"])
+        if not mined["kept"]:
+            raise SystemExit(f"the warm start matches the planner on all {cfg['mine_tasks']} mined train tasks: "
+                             f"nothing for GRPO to learn from; raise mine_tasks")
+        lap("mine")
     grpo_dir = out_dir / "grpo"
     used = (time.process_time() - cpu0) / 60
     grpo_minutes = max(1.0, min(cfg["grpo_share"] * minutes, minutes - used - stages["eval_sft"]["cpu_s"] / 60 - 0.5))
@@ -156,8 +198,8 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         "--max-completion-length", str(cfg["max_completion_length"]),
         "--max-tool-calls", str(cfg["max_tool_calls"]), "--rows", str(cfg["rows"]), "--difficulty", DIFFICULTY,
         "--lr", str(cfg["grpo_lr"]), "--beta", str(cfg["beta"]), "--temperature", str(cfg["temperature"]),
-        "--seed", str(seed),
-        "--output-dir", str(grpo_dir)])
+        "--seed", str(seed), "--output-dir", str(grpo_dir)]
+        + (["--dataset", str(task_rows(mined["kept"], out_dir / "hard_tasks.parquet"))] if mined else []))
     trained = train_grpo.train(args, clock=time.process_time)
     lap("grpo")
     after = evaluation(grpo_dir, n_eval)
@@ -172,7 +214,10 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         "stages": stages,
         "sft": {"steps": warm["steps"], "loss_first": round(losses[0], 4),
                 "loss_last": round(sum(losses[-50:]) / len(losses[-50:]), 4)},
-        "grpo": {"steps": len(rewards), "rewards": rewards},
+        "grpo": {"steps": len(rewards), "rewards": rewards,
+                 # steps whose group of rollouts all scored the same: zero advantage, nothing learned
+                 "zero_std_steps": sum(h.get("frac_reward_zero_std") == 1.0 for h in trained["log_history"] if "reward" in h)},
+        **({"mining": {**mined, "kept": len(mined["kept"]), "kept_tasks": mined["kept"]}} if mined else {}),
         "eval": {"warm start (SFT)": before, "SFT + GRPO": after},
         **verdict(before, after),
         "variants": [],
@@ -223,7 +268,8 @@ def markdown(results: dict) -> str:
         f"{k['warm_policy']} episodes (train split, easy; {results['sft']['steps']} steps, loss "
         f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
         f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
-        f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}). Evaluated greedily on {c['n_eval']} "
+        f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})" + _mining(results)
+        + f". Evaluated greedily on {c['n_eval']} "
         f"{c['split']} episodes ({c['difficulty']}), the "
         f"same episodes before and after. Seed {c['seed']}, one CPU core.",
         "",
@@ -245,6 +291,22 @@ def markdown(results: dict) -> str:
               f"episode not collapsed: {yes[t['grpo_gain']]}"
               + (" (calls per episode fell under half)" if results["calls_collapse"] else "") + "."]
     return "\n".join(lines + [""] + _variants(results))
+
+
+def _zero_std(grpo: dict) -> str:
+    if "zero_std_steps" not in grpo:
+        return ""
+    return f"; {grpo['zero_std_steps']} of its steps had all rollouts at one return, so zero advantage"
+
+
+def _mining(results: dict) -> str:
+    m = results.get("mining")
+    if not m:
+        return ""
+    return (f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
+            f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, easy; those the greedy warm start does not solve: return "
+            f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
+            f"{m['reference_mean']:.3f} on the pool)")
 
 
 def _head(k: dict) -> str:
