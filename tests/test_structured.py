@@ -121,6 +121,29 @@ def test_validation_seeds_lie_between_the_training_pool_and_the_held_out_seeds()
     pool_end = max(s["seed"] for s in scenarios("train", sp.TRAIN_POOL))
     assert pool_end < min(s["seed"] for s in held)
     assert max(s["seed"] for s in held) < SPLITS["heldout_seeds"]["seed_base"]
+    # Picking among finished runs uses fresh train seeds again, past a validation of 2,000 and held-out ones.
+    picked = list(scenarios("train", 2000, None, start=sp.SELECTION_START))
+    assert max(s["seed"] for s in scenarios("train", 2000, None, start=sp.VALIDATION_START)) < picked[0]["seed"]
+    assert picked[-1]["seed"] < SPLITS["heldout_seeds"]["seed_base"]
+
+
+def test_compare_scores_checkpoints_on_fresh_train_seeds_and_names_the_best(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sp, "SELECTION_EPISODES", 6)
+    for name, seed in (("a", 0), ("b", 1)):  # two untrained scorers, saved as train() saves them
+        torch.manual_seed(seed)
+        model = sp.Scorer(sp.feature_dim())
+        torch.save({"dim": sp.feature_dim(), "hidden": 64, "weights": model.state_dict(), "reader": "train"},
+                   tmp_path / f"{name}.pt")
+    paths = [str(tmp_path / "a.pt"), str(tmp_path / "b.pt")]
+    scores = sp.compare(paths)
+    assert scores == sp.compare(paths) and set(scores) == set(paths)
+    sp.main(["--compare", *paths])
+    *rows, best = capsys.readouterr().out.strip().splitlines()
+    printed = {path: float(score) for score, path in (r.split() for r in rows)}
+    assert set(printed) == set(paths) and best.endswith(": " + max(printed, key=printed.get))
+    with pytest.raises(SystemExit):
+        sp.main(["--compare", str(tmp_path / "missing.pt")])
+    assert "no checkpoint at" in capsys.readouterr().err
 
 
 def test_a_ships_two_runs_are_told_apart():

@@ -17,6 +17,7 @@ final weights go to `.last.pt`, the cloned start to `.warm.pt`).
     python -m training.structured_policy --minutes 22 --lr 2e-4 --entropy 0 --kl 0.1 --reader train \
         --reading-dropout 0.3 --out runs/structured.pt
     python -m training.evaluate --policy rule,structured:runs/structured.pt --split heldout_seeds -n 500 --difficulty medium
+    python -m training.structured_policy --compare runs/a.pt runs/b.pt --reading-dropout 0.3   # pick among runs
     python -m training.structured_policy --export runs/structured.pt releaseops_arena/trained_policy.json
 
 The export writes the weights as JSON for `releaseops_arena.trained_policy` (the policy
@@ -286,9 +287,11 @@ def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, s
 
 
 # Validation scenarios: `train`-split seeds far above the training pool's, so model
-# selection never sees a held-out seed or the unseen family.
+# selection never sees a held-out seed or the unseen family. Choosing among finished runs (seeds,
+# recipes) uses fresh seeds again: the run's own best validation is biased upwards by its choice.
 TRAIN_POOL = 100_000
 VALIDATION_START = 900_000
+SELECTION_START, SELECTION_EPISODES = 950_000, 2000
 
 
 def validation_return(model: Scorer, scenario_list: list[dict], reader: str = DEFAULT_READER,
@@ -297,6 +300,19 @@ def validation_return(model: Scorer, scenario_list: list[dict], reader: str = DE
     reading dropout on every validation, so checkpoints face the same withheld readings)."""
     rng = random.Random(0)
     return sum(rollout(model, s, rng, True, reader, dropout)[0] for s in scenario_list) / len(scenario_list)
+
+
+def compare(paths: list[str], episodes: int | None = None, dropout: float = 0.3) -> dict[str, float]:
+    """Mean greedy return of each checkpoint on `episodes` fresh `train` seeds from SELECTION_START
+    (every difficulty, `dropout` of readings withheld), read with its own reader: the way to pick
+    among finished runs without a held-out seed."""
+    pool = list(scenarios("train", episodes or SELECTION_EPISODES, None, start=SELECTION_START))
+    out = {}
+    for path in paths:
+        played = StructuredPolicy(str(path))
+        rng = random.Random(0)
+        out[str(path)] = sum(rollout(played.model, s, rng, True, played.reader, dropout)[0] for s in pool) / len(pool)
+    return out
 
 
 def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, lr: float = 1e-3, hidden: int = 64,
@@ -419,6 +435,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reading-dropout", type=float, default=0.0,
                         help="share of proposals whose reading is withheld in cloning, GRPO and validation")
     parser.add_argument("--out", type=Path, default=Path("runs/structured.pt"))
+    parser.add_argument("--compare", nargs="+", metavar="CHECKPOINT",
+                        help="play each checkpoint on 2,000 fresh train seeds (reading dropout as "
+                             "--reading-dropout) and name the best, then exit")
     parser.add_argument("--export", nargs=2, metavar=("CHECKPOINT", "JSON"), type=Path,
                         help="write CHECKPOINT's weights as JSON for the torch-free policy `trained`, "
                              "check its greedy choices against torch's, and exit")
@@ -426,6 +445,15 @@ def main(argv: list[str] | None = None) -> None:
     if not 0.0 <= args.reading_dropout <= 1.0:
         parser.error(f"--reading-dropout is a share of proposals, from 0 to 1; got {args.reading_dropout}")
     torch.set_num_threads(1)
+    if args.compare:
+        missing = [c for c in args.compare if not Path(c).is_file()]
+        if missing:
+            parser.error(f"--compare: no checkpoint at {', '.join(missing)}")
+        scores = compare(args.compare, dropout=args.reading_dropout)
+        for path, score in scores.items():
+            print(f"{score:.4f}  {path}")
+        print(f"best on {SELECTION_EPISODES:,} train seeds from {SELECTION_START:,}: {max(scores, key=scores.get)}")
+        return
     if args.export:
         from releaseops_arena.trained_policy import load_weights
 
