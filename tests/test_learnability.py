@@ -7,6 +7,7 @@ import pytest
 
 from releaseops_arena.baselines import POLICIES, play
 from releaseops_arena.splits import task_scenario
+from training import evidence_ablation as ea
 from training import learnability as lb
 from training import lm_learnability as lm
 from training import structured_policy as sp
@@ -81,7 +82,11 @@ def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(ch
     part = data["structured"]["slices"]["unseen_family/hard"]
     assert {"rule", "planner", "warm start", "trained", "evidence_first"} == set(part["results"])
     assert set(part["exploits"]) == set(lb.EXPLOITS)
+    evidence = data["structured"]["evidence_ablation"]
+    assert set(evidence["slices"]["unseen_family/hard"]) == {"rule", "evidence_first", "planner", "trained"}
+    assert set(evidence["slices"]["unseen_family/hard"]["trained"]) == set(ea.READERS)
     text = (docs / "learnability.md").read_text()
+    assert "What the evidence reader knows" in text and "train artifacts only" in text
     assert "Read from" in text and "evaluated by this command" in text and "a note" in text
     for png in ("structured_curve", "bars_heldout_seeds", "bars_unseen_family"):
         assert (docs / f"learnability_{png}.png").stat().st_size > 1000, png
@@ -135,3 +140,19 @@ def test_an_earlier_checkpoint_without_its_cloned_start_is_refused_before_any_pl
         lb.main(["--structured-checkpoint", str(checkpoint), "-n", "10", "--calibration", str(calibration),
                  "--docs", str(tmp_path), "--out", str(tmp_path / "l.json")])
     assert "s.warm.pt does not exist (training.structured_policy writes it beside the checkpoint)" in capsys.readouterr().err
+
+
+def test_the_evidence_ablation_unreads_only_the_held_out_artifacts_fields_and_restores_the_reader():
+    from releaseops_arena import policy, trained_policy
+
+    snapshot = {"kind": "test_report", "payment_assertions_weakened": 2, "tests_disabled": []}
+    closed = {"kind": "ticket", "reported": "P1", "status": "resolved", "error_rate_since_fix": "2.1%"}
+    disabled = {"kind": "pr_diff", "tests_disabled": ["test_refund"]}
+    assert policy.evidence_violation(snapshot) == "S2" and policy.evidence_violation(closed) == "S1"
+    with ea.evidence_reader("train artifacts"):
+        assert trained_policy.evidence_violation(snapshot) is None and policy.evidence_violation(closed) is None
+        assert policy.evidence_violation(disabled) == "S2"  # a train mechanism's artifact still reads
+    assert trained_policy.evidence_violation is policy.evidence_violation is ea._SHIPPED
+    with pytest.raises(ValueError, match="valid: every artifact, train artifacts"):
+        with ea.evidence_reader("none"):
+            pass

@@ -47,6 +47,7 @@ from releaseops_arena.splits import EVALUATION_SPLITS, task_scenario  # noqa: E4
 from releaseops_arena.trained_policy import READERS  # noqa: E402
 
 from .evaluate import add_rule_win, evaluate  # noqa: E402
+from .evidence_ablation import evidence_ablation  # noqa: E402
 from .learnability_report import BARS_SLICES, COMPARED, ablation_lines, above, report, value  # noqa: E402
 from .make_demo import build as build_demo  # noqa: E402
 from .plot_metrics import plot  # noqa: E402
@@ -192,6 +193,7 @@ def structured_part(checkpoint: Path, n: int, search: int, workers: int, docs: P
               [(v["step"], v["mean_return"]) for v in summary.get("validation", [])], summary.get("best_step"))
     slices = evaluate_slices(checkpoint, n, workers, calibration)
     ablation = reader_ablation(checkpoint, n, workers)
+    evidence = {"n": n, "checkpoint": str(checkpoint), "slices": evidence_ablation(checkpoint, n)}
     for name in BARS_SLICES:
         r = slices[name]["results"]
         bars = [{**r["rule"], "policy": "rule"}, {**r["trained"], "policy": "trained"},
@@ -203,7 +205,7 @@ def structured_part(checkpoint: Path, n: int, search: int, workers: int, docs: P
         for r in part["results"].values():
             r.pop("episodes", None)
     return {"checkpoint": str(checkpoint), "reader": checkpoint_reader(checkpoint), "training": summary, "n": n,
-            "slices": slices, "reader_ablation": ablation, "behaviour": examples}
+            "slices": slices, "reader_ablation": ablation, "evidence_ablation": evidence, "behaviour": examples}
 
 
 def start_lm(minutes: float, out_dir: Path, seed: int, n_eval: int, results: Path) -> subprocess.Popen:

@@ -50,9 +50,28 @@ def ablation_lines(ablation: dict, trained_with: str) -> list[str]:
             "fall back on the board and the evidence. Reader `all` also knows the held-out families' mechanisms "
             "(waiver, reopen, snapshot), which is hand-coded knowledge of the unseen-family slice. Both readers "
             "share the evidence reader (policy.evidence_violation), which recognises every artifact's violation, "
-            "the held-out mechanisms' included. The rule and the planner are hand-written references and read "
-            "with everything. The same weights, played with each reader on the unseen family:", "",
+            "the held-out mechanisms' included (its worth is measured below). The rule and the planner are "
+            "hand-written references and read with everything. The same weights, played with each reader on the "
+            "unseen family:", "",
             "| slice | reader | safe ship % | mean return |", "|---|---|---|---|", *rows, ""]
+
+
+def evidence_lines(ablation: dict | None) -> list[str]:
+    """The evidence reader's worth (training/evidence_ablation.py), if it was measured for this checkpoint."""
+    if not ablation:
+        return []
+    rows = [f"| {name} | {label} | " + " | ".join(f"{_pct(m['safe_ship'])}; {_ret(m['mean_return'])}"
+                                                  for m in by_reader.values()) + " |"
+            for name, part in ablation["slices"].items() for label, by_reader in part.items()]
+    return ["**What the evidence reader knows.** Every policy reads an inspected artifact through the same "
+            "hand-written evidence reader, and it knows the held-out mechanisms' artifacts too: two fields only "
+            "held-out mechanisms write (a P1 closed while its errors continue, payment snapshots rewritten) show "
+            "a broken rule to it. Played with a reader that leaves those two fields unread, as one written from "
+            "the train split alone would, on the first "
+            f"{ablation['n']} unseen-family tasks (`python -m training.evidence_ablation --structured-checkpoint "
+            f"{ablation['checkpoint']} -n {ablation['n']} --into results/learnability.json`):", "",
+            "| slice | policy | every artifact: safe ship %; mean return | train artifacts only: safe ship %; "
+            "mean return |", "|---|---|---|---|", *rows, ""]
 
 
 def _pct(m: dict) -> str:
@@ -129,6 +148,7 @@ def structured_markdown(s: dict) -> list[str]:
              f"Each slice: the first {s['n']} tasks. Rule, planner, warm start and trained are played by this "
              f"command; the exploit suite's intervals, on the same tasks, come from {calibration_source(s)}.", "",
              summary_table(s), "", *ablation_lines(s.get("reader_ablation", {}), s.get("reader", "all")),
+             *evidence_lines(s.get("evidence_ablation")),
              *yardstick_lines(s),
              "![learning curve](learnability_structured_curve.png)", ""]
     lines += [f"![{name}: rule, trained, planner](learnability_bars_{name.split('/')[0]}.png)" for name in BARS_SLICES]
