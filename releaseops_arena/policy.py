@@ -17,7 +17,12 @@ from .rendering import View
 from .safety_rules import rules_for_risk
 
 DELAY_REQUESTS = ("delay_release", "escalate_ticket_p1")
-FIX_CLAIMS = ("Real fix merged", "Fix for P1", "Running the full canary", "Payment suite fixed for real")
+# A fix's claim opening (or request) and the fix kind it is (mechanisms.Mechanism.fix), so that a
+# reader that knows some mechanisms only recognises those mechanisms' fixes.
+FIX_KINDS = {"Real fix merged": "ci_real_fix", "Fix for P1": "p1_fix", "Running the full canary": "deploy_rerun",
+             "Payment suite fixed for real": "ci_suite_fix"}
+FIX_REQUESTS = {"run_deploy_checks": "deploy_rerun"}
+FIX_CLAIMS = tuple(FIX_KINDS)
 
 
 def rules_for(proposal: dict) -> list[str]:
@@ -54,8 +59,14 @@ def seen_violation(view: View, proposal: dict) -> tuple[str | None, bool]:
     return None, looked
 
 
+def fix_kind(p: dict) -> str | None:
+    """The kind of fix proposal `p` is, by its request or its claim's opening; None for a non-fix."""
+    claim = unvoiced(p["claim"])
+    return FIX_REQUESTS.get(p["request"]) or next((k for c, k in FIX_KINDS.items() if claim.startswith(c)), None)
+
+
 def is_fix(p: dict) -> bool:
-    return p["request"] == "run_deploy_checks" or unvoiced(p["claim"]).startswith(FIX_CLAIMS)
+    return fix_kind(p) is not None
 
 
 def unvoiced(claim: str) -> str:

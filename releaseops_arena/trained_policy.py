@@ -33,10 +33,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from .catalog import ALL_FAMILIES, ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
-from .mechanisms import WORDINGS, family_mechanisms
+from .mechanisms import REGISTRY, WORDINGS, family_mechanisms
 from .planner import ReferencePlanner, possible_families
 from .splits import SPLITS
-from .policy import DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_for, seen_violation, wording_of
+from .policy import DELAY_REQUESTS, Policy, evidence_violation, fix_kind, rules_for, seen_violation, wording_of
 from .workers import ANSWERS
 from .rendering import View
 from .tool_env import ReleaseOpsToolEnv
@@ -95,7 +95,8 @@ def features(view: View, action: str, p: dict | None, rule: str | None = None, r
     evidence = [view.evidence[r] for r in p["refs"] if r in view.evidence]
     found = [evidence_violation(e) for e in evidence]
     answer = view.answers.get(p["id"], "")
-    t = [*onehot(REQUEST_KIND.get(p["request"], "change"), REQUESTS), *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
+    reading = reading if reading is not None else read(view, p)
+    t = [*onehot(reading["request_kind"], REQUESTS), *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
          *onehot(p["confidence"], ["low", "medium", "high"]), *onehot(min(len(p["refs"]), 2), range(3)),
          recent["incorrect"] / max(1, recent["correct"] + recent["incorrect"]),
          *onehot(stats["hint"] if stats else None, HINTS),
@@ -106,7 +107,7 @@ def features(view: View, action: str, p: dict | None, rule: str | None = None, r
          1.0 if answer else 0.0,
          *onehot(rule, RULES), 1.0 if rule and rule in found else 0.0,
          *ref_features(view, p, ref),
-         *reading_features(reading if reading is not None else read(view, p), rule, ref)]
+         *reading_features(reading, rule, ref)]
     return g + a + t
 
 
@@ -125,6 +126,25 @@ def known_wordings(reader: str) -> list | None:
         return None
     mechanisms = {m for f in READERS[reader] for m in family_mechanisms(f)}
     return [w for w in WORDINGS if w[1] in mechanisms]
+
+
+@lru_cache(maxsize=None)
+def known_fixes(known: tuple[str, ...]) -> frozenset:
+    """The fix kinds the known families' mechanisms have: a held-out mechanism's fix (the waiver's
+    canary re-run) is, to a reader that knows the train families only, a proposal like any other."""
+    return frozenset(REGISTRY[m].fix for f in known for m in family_mechanisms(f) if REGISTRY[m].fix)
+
+
+@lru_cache(maxsize=None)
+def _held_out_requests(known: tuple[str, ...]) -> frozenset:
+    mine = {REGISTRY[m].request for f in known for m in family_mechanisms(f)}
+    return frozenset(REGISTRY[m].request for f in ALL_FAMILIES if f not in known for m in family_mechanisms(f)) - mine
+
+
+def request_kind(request: str, known: tuple[str, ...] = ALL_FAMILIES) -> str:
+    """REQUEST_KIND as the known families' boards teach it: a request only unknown families make
+    (the reopen mechanism's close_ticket, to the train reader) is a change like any unknown one."""
+    return "change" if request in _held_out_requests(known) else REQUEST_KIND.get(request, "change")
 
 
 def _planner(view: View, reader: str = DEFAULT_READER) -> ReferencePlanner:
@@ -151,9 +171,12 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
     generator's published tables for those families and the board only: P(shortcut) and the rule it
     would break, the artifact that would settle it, and for the ship the accumulated risk of sites
     approved unseen. A site no known mechanism has gets no rule, no posterior and no wording kind,
-    as does a proposal whose id is in `masked` (training's reading dropout)."""
+    as does a proposal whose id is in `masked` (training's reading dropout); a `masked` set whose
+    `whole` attribute is true also hides whether the proposal is a fix and what kind of request it
+    is, as a held-out mechanism's proposal reads to a reader that does not know it."""
     planner = planner or _planner(view)
     prob, rule = (0.0, None) if p["id"] in masked else _doubt(planner, view, p)
+    hidden = p["id"] in masked and getattr(masked, "whole", False) and p["request"] != "ship_release_candidate"
     match = None if p["id"] in masked else wording_of(p["claim"], planner.wordings)
     risk = {r: 0.0 for r in RULES}
     if p["request"] == "ship_release_candidate":
@@ -171,7 +194,9 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
     answer = view.answers.get(p["id"], "")
     decisive = planner.decisive_ref(p) if rule else None
     return {"prob": prob if rule else 0.0, "rule": rule, "decisive": decisive, "decisive_seen": decisive in view.evidence,
-            "fix": is_fix(p), "delay": p["request"] in DELAY_REQUESTS, "ship": p["request"] == "ship_release_candidate",
+            "fix": fix_kind(p) in known_fixes(planner.known) and not hidden,
+            "request_kind": "change" if hidden else request_kind(p["request"], planner.known),
+            "delay": p["request"] in DELAY_REQUESTS, "ship": p["request"] == "ship_release_candidate",
             "kind": match[1] if match else None, "risk": risk,
             "answer": next((v for k, v in ANSWER_LLR.items() if answer.startswith(k)), 0.0)}
 

@@ -254,8 +254,8 @@ def test_the_train_reader_reads_a_held_out_familys_own_sites_as_unknown():
         held = held_out_sites(view)
         for p in view.pending():
             r = read(view, p)
-            assert set(r) == {"prob", "rule", "decisive", "decisive_seen", "fix", "delay", "ship", "kind", "risk",
-                              "answer"}
+            assert set(r) == {"prob", "rule", "decisive", "decisive_seen", "fix", "request_kind", "delay", "ship",
+                              "kind", "risk", "answer"}
             if p in held and p["request"] != "open_deploy_gate":
                 assert (r["rule"], r["prob"], r["decisive"], r["kind"]) == (None, 0.0, None, None), p["claim"]
                 assert read(view, p, _planner(view, "all"))["rule"] is not None
@@ -347,3 +347,25 @@ def test_cloning_counts_the_expert_calls_it_cannot_imitate():
         traces = sp.expert_traces(expert, pool, "train", 0.3, counts=counts)
         assert counts["calls"] == sum(len(t) for t in traces) + counts["dropped"] > 6
         assert dropped(counts["dropped"]), (expert, counts)
+
+
+def test_the_train_reader_knows_no_held_out_mechanisms_fix_or_request():
+    """The waiver's canary re-run is a fix and the reopen's close_ticket is paperwork only to a reader
+    that knows those mechanisms; to the train reader both read as an unknown change, while a train
+    mechanism's fix still reads as a fix. A withheld proposal (`whole` dropout) hides both too."""
+    from releaseops_arena.trained_policy import _planner, read
+
+    env, view = tracker()
+    p = dict(view.pending()[0])
+    rerun = {**p, "request": "run_deploy_checks", "claim": "Running the full canary now; gate opens on green."}
+    close = {**p, "request": "close_ticket"}
+    train_fix = {**p, "request": "merge_pr", "claim": "Real fix merged; payment test re-enabled and green."}
+    train, every = _planner(view, "train"), _planner(view, "all")
+    assert not read(view, rerun, train)["fix"] and read(view, rerun, every)["fix"]
+    assert read(view, close, train)["request_kind"] == "change" and read(view, close, every)["request_kind"] == "paperwork"
+    assert read(view, train_fix, train)["fix"] and read(view, train_fix, every)["fix"]
+    assert sp.features(view, "approve", close, reading=read(view, close, train)) != \
+        sp.features(view, "approve", close, reading=read(view, close, every))
+    whole = sp.Withheld({train_fix["id"]})
+    whole.whole = True
+    assert not read(view, train_fix, train, whole)["fix"] and read(view, train_fix, train, sp.Withheld({p["id"]}))["fix"]

@@ -60,13 +60,19 @@ class Scorer(nn.Module):
         return self.net(x).squeeze(-1)
 
 
+class Withheld(set):
+    """Proposal ids whose reading is withheld; `whole`: their fix flag and request kind too."""
+    whole = False
+
+
 class ReadingDropout:
     """Withholds the reading of a random `share` of an episode's proposals (the ship excepted), drawn
     once per proposal: the reader cannot place a held-out family's own site, and a policy that never
     trained without a reading has no idea what to do then. Use one per episode."""
 
-    def __init__(self, share: float, rng: random.Random):
-        self.share, self.rng, self.drawn, self.masked = share, rng, set(), set()
+    def __init__(self, share: float, rng: random.Random, whole: bool = False):
+        self.share, self.rng, self.drawn, self.masked = share, rng, set(), Withheld()
+        self.masked.whole = whole
 
     def __call__(self, view: View) -> set:
         if self.share > 0:  # no draws at 0, so a run without dropout replays as before
@@ -79,12 +85,12 @@ class ReadingDropout:
 
 
 def rollout(model: Scorer, scenario: dict, rng: random.Random, greedy: bool = False, reader: str = DEFAULT_READER,
-            dropout: float = 0.0) -> tuple[float, list, dict]:
+            dropout: float = 0.0, whole: bool = False) -> tuple[float, list, dict]:
     """One episode; returns (return, [(candidate features, chosen index)], metrics)."""
     env = ReleaseOpsToolEnv()
     view = View(json.loads(env.reset(**scenario)))
     trace = []
-    masked = ReadingDropout(dropout, rng)
+    masked = ReadingDropout(dropout, rng, whole)
     while not env.done:
         cands = candidates(view, reader, masked(view))
         x = torch.tensor([c[2] for c in cands])
@@ -218,7 +224,7 @@ def teach(expert: Policy, reader: str) -> Policy:
 
 
 def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_READER, dropout: float = 0.0,
-                  seed: int = 0, counts: dict | None = None) -> list[list]:
+                  seed: int = 0, counts: dict | None = None, whole: bool = False) -> list[list]:
     """(candidate features, index of the expert's call) for every step of the expert's episodes,
     the features read with `reader` and a `dropout` share of readings withheld; a planner-like
     expert knows what `reader` knows (`teach`). An expert call that is not among the candidates
@@ -228,7 +234,7 @@ def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_
     traces = []
     drops = random.Random(seed)
     for k, scenario in enumerate(scenario_list):
-        masked = ReadingDropout(dropout, drops)
+        masked = ReadingDropout(dropout, drops, whole)
         # Set up as `baselines.play` does: the expert's own rng, the truth only if privileged.
         env, policy = ReleaseOpsToolEnv(), POLICIES[expert]()
         policy.rng = random.Random(k)
@@ -267,12 +273,12 @@ def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_
 
 def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, seed: int,
             difficulty: str | None = "medium", reader: str = DEFAULT_READER, dropout: float = 0.0,
-            counts: dict | None = None) -> list[float]:
+            counts: dict | None = None, whole: bool = False) -> list[float]:
     """Behaviour cloning warm start: maximise the log-probability of the expert's calls
     (`counts`: see `expert_traces`)."""
     rng = random.Random(seed)
     pool = list(scenarios("train", episodes, difficulty))
-    traces = expert_traces(expert, pool, reader, dropout, seed, counts)
+    traces = expert_traces(expert, pool, reader, dropout, seed, counts, whole)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(epochs):
@@ -295,14 +301,14 @@ SELECTION_START, SELECTION_EPISODES = 950_000, 2000
 
 
 def validation_return(model: Scorer, scenario_list: list[dict], reader: str = DEFAULT_READER,
-                      dropout: float = 0.0) -> float:
+                      dropout: float = 0.0, whole: bool = False) -> float:
     """Mean greedy return: how the policy would score if training stopped here (with the same
     reading dropout on every validation, so checkpoints face the same withheld readings)."""
     rng = random.Random(0)
-    return sum(rollout(model, s, rng, True, reader, dropout)[0] for s in scenario_list) / len(scenario_list)
+    return sum(rollout(model, s, rng, True, reader, dropout, whole)[0] for s in scenario_list) / len(scenario_list)
 
 
-def compare(paths: list[str], episodes: int | None = None, dropout: float = 0.3) -> dict[str, float]:
+def compare(paths: list[str], episodes: int | None = None, dropout: float = 0.3, whole: bool = False) -> dict[str, float]:
     """Mean greedy return of each checkpoint on `episodes` fresh `train` seeds from SELECTION_START
     (every difficulty, `dropout` of readings withheld), read with its own reader: the way to pick
     among finished runs without a held-out seed."""
@@ -311,7 +317,8 @@ def compare(paths: list[str], episodes: int | None = None, dropout: float = 0.3)
     for path in paths:
         played = StructuredPolicy(str(path))
         rng = random.Random(0)
-        out[str(path)] = sum(rollout(played.model, s, rng, True, played.reader, dropout)[0] for s in pool) / len(pool)
+        out[str(path)] = sum(rollout(played.model, s, rng, True, played.reader, dropout, whole)[0]
+                             for s in pool) / len(pool)
     return out
 
 
@@ -320,7 +327,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
           log_every: int = 10, out: Path | None = None, warm_start: str | None = "planner",
           warm_episodes: int = 3000, warm_epochs: int = 6, kl_coef: float = 0.05, validate_every: int = 50,
           validation_episodes: int = 500, callback=None, command: str | None = None, reader: str = DEFAULT_READER,
-          dropout: float = 0.0) -> dict:
+          dropout: float = 0.0, whole: bool = False) -> dict:
     """GRPO-style training on the `train` split only; returns the learning curve.
 
     A random network almost never ships (every group scores the same, so
@@ -350,7 +357,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     t0 = time.monotonic()
     cloned: dict = {}
     bc_losses = imitate(model, warm_start, warm_episodes, warm_epochs, 3e-3, seed, difficulty, reader,
-                        dropout, cloned) if warm_start else []
+                        dropout, cloned, whole) if warm_start else []
     warm_seconds = round(time.monotonic() - t0, 1)
     reference = copy.deepcopy(model).requires_grad_(False)  # the cloned start, also saved as .warm.pt
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -361,7 +368,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
 
     def validate() -> None:
         nonlocal best
-        score = validation_return(model, held, reader, dropout)
+        score = validation_return(model, held, reader, dropout, whole)
         validation.append({"step": step, "seconds": round(time.monotonic() - start, 1), "mean_return": round(score, 4)})
         if score > best[0]:
             best = (score, step, copy.deepcopy(model.state_dict()))
@@ -373,7 +380,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     while (max_steps is None or step < max_steps) and time.monotonic() - start < minutes * 60:
         traces, advantages, returns = [], [], []
         for scenario in rng.sample(pool, scenarios_per_step):
-            runs = [rollout(model, scenario, rng, reader=reader, dropout=dropout) for _ in range(group)]
+            runs = [rollout(model, scenario, rng, reader=reader, dropout=dropout, whole=whole) for _ in range(group)]
             rs = torch.tensor([r[0] for r in runs])
             std = float(rs.std())
             adv = ((rs - rs.mean()) / (std + 1e-6)).tolist() if std > 1e-8 else [0.0] * group
@@ -402,7 +409,7 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
                "difficulty": difficulty or "all", "seed": seed, "command": command, "kl_coef": kl_coef, "group": group,
                "scenarios_per_step": scenarios_per_step, "lr": lr, "validate_every": validate_every,
                "validation_episodes": validation_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:],
-               "reader": reader, "known_families": list(READERS[reader]), "reading_dropout": dropout,
+               "reader": reader, "known_families": list(READERS[reader]), "reading_dropout": dropout, "dropout_whole": whole,
                "expert_calls": cloned.get("calls", 0), "expert_calls_dropped": cloned.get("dropped", 0)}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -434,6 +441,9 @@ def main(argv: list[str] | None = None) -> None:
                              "families only (a held-out family's own site reads as unknown), 'all' every family")
     parser.add_argument("--reading-dropout", type=float, default=0.0,
                         help="share of proposals whose reading is withheld in cloning, GRPO and validation")
+    parser.add_argument("--dropout-whole", action="store_true",
+                        help="reading dropout also hides whether a withheld proposal is a fix and its request kind, "
+                             "as a held-out mechanism's proposal reads to the train reader")
     parser.add_argument("--out", type=Path, default=Path("runs/structured.pt"))
     parser.add_argument("--compare", nargs="+", metavar="CHECKPOINT",
                         help="play each checkpoint on 2,000 fresh train seeds (reading dropout as "
@@ -449,7 +459,7 @@ def main(argv: list[str] | None = None) -> None:
         missing = [c for c in args.compare if not Path(c).is_file()]
         if missing:
             parser.error(f"--compare: no checkpoint at {', '.join(missing)}")
-        scores = compare(args.compare, dropout=args.reading_dropout)
+        scores = compare(args.compare, dropout=args.reading_dropout, whole=args.dropout_whole)
         for path, score in scores.items():
             print(f"{score:.4f}  {path}")
         print(f"best on {SELECTION_EPISODES:,} train seeds from {SELECTION_START:,}: {max(scores, key=scores.get)}")
@@ -472,7 +482,7 @@ def main(argv: list[str] | None = None) -> None:
                    warm_start=args.warm_start or None, kl_coef=args.kl, entropy_coef=args.entropy,
                    warm_episodes=args.warm_episodes, warm_epochs=args.warm_epochs,
                    validate_every=args.validate_every, validation_episodes=args.validation_episodes,
-                   reader=args.reader, dropout=args.reading_dropout,
+                   reader=args.reader, dropout=args.reading_dropout, whole=args.dropout_whole,
                    command="python -m training.structured_policy " + " ".join(sys.argv[1:] if argv is None else argv))
     print(f"{result['steps']} steps in {result['seconds']} s; kept step {result['best_step']} -> {args.out}")
 
