@@ -59,13 +59,14 @@ EXPLOITS = ("blind", "blind_probe", "cue_only", "naive", "always_hold", "always_
 # The structured policy's training when this command trains it: structured_policy.train's defaults
 # (clone the planner, every difficulty, validate every 50 updates) and these: a reading that knows the
 # train families only, withheld on 30% of proposals so the policy learns to act on a site it cannot
-# place (as a held-out family's own site reads); a 12,000-episode clone (cloning costs about two
+# place (as a held-out family's own site reads), its fix flag and request kind withheld too (`whole`,
+# as a held-out mechanism's fix or request reads); a 12,000-episode clone (cloning costs about two
 # minutes, the GRPO updates the rest) and 2,000 validation episodes, so the kept checkpoint is less
 # the luck of one noisy validation.
 RECIPE = {"minutes": 22.0, "lr": 2e-4, "entropy_coef": 0.0, "kl_coef": 0.1, "reader": "train", "dropout": 0.3,
-          "warm_episodes": 12000, "validation_episodes": 2000}
+          "whole": True, "warm_episodes": 12000, "validation_episodes": 2000}
 TRAIN_COMMAND = ("python -m training.structured_policy --minutes {minutes} --lr 2e-4 --entropy 0 --kl 0.1 "
-                 "--reader train --reading-dropout 0.3 --warm-episodes {warm_episodes} --validation-episodes "
+                 "--reader train --reading-dropout 0.3 --dropout-whole --warm-episodes {warm_episodes} --validation-episodes "
                  "{validation_episodes} --out {out}")
 PARTING = "first task where trained and rule end differently"
 

@@ -27,7 +27,7 @@ def above(a: dict, b: dict, key: str) -> bool:
     return a["metrics"][key]["ci95"][0] > b["metrics"][key]["ci95"][1]
 
 
-def reader_sentence(reader: str, dropout: float) -> str:
+def reader_sentence(reader: str, dropout: float, whole: bool = False) -> str:
     """What the trained policy's reading knew, in words."""
     if reader == "all":
         return ("But the reading among its features (reader `all`) knows every family's mechanisms, the held-out "
@@ -35,7 +35,9 @@ def reader_sentence(reader: str, dropout: float) -> str:
     return (f"The reading among its features (reader `{reader}`) knows only the {len(READERS[reader])} train "
             "families' mechanisms; a held-out family's own site reads as unknown"
             + (f", and in cloning, GRPO and validation the reading of {dropout:.0%} of proposals was withheld "
-               "(reading dropout), so the policy was trained to act on sites it cannot place." if dropout else "."))
+               "(reading dropout)" + (", with whether the proposal is a fix and what kind of request it is, as a "
+                                      "held-out mechanism's proposal reads" if whole else "")
+               + ", so the policy was trained to act on proposals it cannot place." if dropout else "."))
 
 
 def ablation_lines(ablation: dict, trained_with: str) -> list[str]:
@@ -144,7 +146,7 @@ def structured_markdown(s: dict) -> list[str]:
              f"trained on); \"trained\" is the best of those checkpoints (update {t['best_step']}"
              + (": no update beat the cloned start, so trained is the warm start" if t["best_step"] == 0 else "")
              + "), \"warm start\" the cloned start before any update. No held-out seed, family or mix was played in "
-             "training or selection. " + reader_sentence(s.get("reader", "all"), t.get("reading_dropout", 0.0)), "",
+             "training or selection. " + reader_sentence(s.get("reader", "all"), t.get("reading_dropout", 0.0), t.get("dropout_whole", False)), "",
              f"Each slice: the first {s['n']} tasks. Rule, planner, warm start and trained are played by this "
              f"command; the exploit suite's intervals, on the same tasks, come from {calibration_source(s)}.", "",
              summary_table(s), "", *ablation_lines(s.get("reader_ablation", {}), s.get("reader", "all")),

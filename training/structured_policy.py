@@ -15,7 +15,7 @@ the `train` split as it learns, and the best checkpoint is kept (`.pt`; the
 final weights go to `.last.pt`, the cloned start to `.warm.pt`).
 
     python -m training.structured_policy --minutes 22 --lr 2e-4 --entropy 0 --kl 0.1 --reader train \
-        --reading-dropout 0.3 --warm-episodes 12000 --validation-episodes 2000 --out runs/structured.pt
+        --reading-dropout 0.3 --dropout-whole --warm-episodes 12000 --validation-episodes 2000 --out runs/structured.pt
     python -m training.evaluate --policy rule,structured:runs/structured.pt --split heldout_seeds -n 500 --difficulty medium
     python -m training.structured_policy --compare runs/a.pt runs/b.pt --reading-dropout 0.3   # pick among runs
     python -m training.structured_policy --export runs/structured.pt releaseops_arena/trained_policy.json
