@@ -129,6 +129,9 @@ def test_two_workers_each_hold_their_own_sessions_and_report_the_count(tmp_path)
         assert check_capacity(base, 16)["capacity"] == 16
         with pytest.raises(CapacityError, match=r"16 \(1 replica x 2 workers x 8\)"):
             check_capacity(base, 17)
+        # That probe's 16 sessions are freed asynchronously in each worker: wait until 8 open at
+        # once (both workers free again, unless all 8 land on one: 1 in 256) before filling them.
+        asyncio.run(wait_for_free_slots(base, 8))
         # The trainer's sessions fill both workers: a refusal by a full worker is retried.
         factory = make_remote_env_factory(base)
         envs = [factory() for _ in range(16)]
