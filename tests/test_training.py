@@ -349,3 +349,56 @@ def test_the_cached_greedy_decoding_of_the_hf_policy_is_what_generate_gives(id_t
     build_model(id_tokenizer, hidden=64, layers=2, seed=3).save_pretrained(tmp_path)
     id_tokenizer.save_pretrained(tmp_path)
     assert_hf_policy_decodes_as_generate(tmp_path)
+
+
+def _rank_stops(rank: int, init: str, late_rank: int, out) -> None:
+    """One gloo rank of the time-limit check: only `late_rank`'s clock is past the deadline."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        limit = train_grpo.TimeLimit(1.0, clock=lambda: 1e9 if rank == late_rank else 0.0)
+        control = type("Control", (), {"should_training_stop": False})()
+        limit.deadline = 60.0  # what on_train_begin sets from a clock at 0
+        limit.on_step_end(None, None, control)
+        out.put((rank, control.should_training_stop))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_data_parallel_rank_stops_at_the_step_the_first_late_rank_does(tmp_path):
+    # A rank that stopped alone would leave the other waiting in the next gradient all-reduce forever.
+    import torch.multiprocessing as mp
+
+    for late in (0, 1):
+        context = mp.get_context("spawn")
+        out = context.Queue()
+        procs = [context.Process(target=_rank_stops, args=(r, f"file://{tmp_path}/rdv{late}", late, out)) for r in (0, 1)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+        assert all(p.exitcode == 0 for p in procs)
+        assert sorted(out.get(timeout=5) for _ in procs) == [(0, True), (1, True)]
+
+
+def test_grpo_runs_on_two_data_parallel_cpu_ranks_and_saves_one_model(tiny_sft, tmp_path):
+    from training.lm_learnability import data_parallel_grpo
+
+    args = ["--model", tiny_sft, "--cpu", "--steps", "1", "--num-generations", "4", "--batch-size", "4",
+            "--max-completion-length", "1536", "--max-tool-calls", "12", "--rows", "16", "--difficulty", "easy",
+            "--lr", "1e-4", "--output-dir", str(tmp_path / "ddp")]
+    history = data_parallel_grpo(args, 2)
+    logs = step_logs(history)
+    assert len(logs) == 1
+    # 2 ranks x 4 completions: the logged frequencies are means over both ranks' rollouts
+    assert logs[0]["reward"] == pytest.approx(logs[0]["rewards/ReleaseOpsToolEnv/mean"], abs=1e-5)
+    assert (tmp_path / "ddp" / "model.safetensors").exists()
+    result = evaluate(f"hf:{tmp_path / 'ddp'}", "heldout_seeds", 1, "easy", progress=False)
+    assert result["metrics"]["episodes"] == 1  # the saved model loads and plays
+
+
+def test_an_evaluation_split_over_worker_processes_plays_the_same_episodes(tiny_sft):
+    from training.lm_learnability import evaluation
+
+    assert evaluation(tiny_sft, 4, workers=2) == evaluation(tiny_sft, 4, workers=1)

@@ -155,7 +155,8 @@ def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers
         context = mp.get_context("spawn" if "torch" in sys.modules else "fork")
         with context.Pool(workers) as pool:
             results = []
-            for out in pool.imap(_play_one, jobs, chunksize=16):
+            # chunks of up to 16 jobs, small enough that every worker gets some on a short list
+            for out in pool.imap(_play_one, jobs, chunksize=max(1, min(16, len(jobs) // (4 * workers)))):
                 results.append(out)
                 bar.update()
     else:

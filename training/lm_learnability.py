@@ -42,8 +42,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from releaseops_arena.splits import task_scenario
@@ -77,6 +81,16 @@ SETTINGS = {
     # them had 1 of 11 steps without advantage and reached return 0.758 on the train-split validation
     # episodes (variant M1; M2, lr 1.5e-4: 0.661). 0: GRPO draws from the first `rows` train tasks.
     "mine_tasks": 160, "mine_start": 1500,
+    # Cores: 1 keeps the one-core, CPU-time budget of the earlier runs; 2 uses both cores of the
+    # machine within a wall-time budget (see `run`). `grpo_margin`: minutes kept for starting the
+    # GRPO ranks and the final save.
+    "processes": 1, "grpo_margin": 0.5,
+    # The warm start's torch threads (0: `processes`). Run N warmed up on 2 threads reached 2,848 steps
+    # and a loss of 0.01, as run M did on one, yet made 12% invalid calls (M: 1%); run O used one.
+    "sft_threads": 0,
+    # The first held-out task evaluated: run O, chosen after run N's result, is evaluated on tasks
+    # 500-999, which no earlier run played.
+    "eval_start": 0,
 }
 
 
@@ -90,15 +104,32 @@ def warm_conversations(policy: str, n: int, seed: int = 0) -> list[list[dict]]:
         return [closed(m) for m in load_conversations(Path(tmp))]
 
 
-def evaluation(checkpoint: str | Path, n: int) -> dict:
-    """SUMMARY of a checkpoint on the first `n` held-out easy tasks (see the module docstring)."""
+def evaluation(checkpoint: str | Path, n: int, workers: int = 1, start: int = 0) -> dict:
+    """SUMMARY of a checkpoint on held-out easy tasks `start`..`start + n - 1` (see the module docstring),
+    played by `workers` processes of one torch thread each (greedy decoding: the same episodes however split)."""
     from .evaluate import _LOADED
 
     name = f"hf:{checkpoint}"
-    scenario_list = [task_scenario(SPLIT, i, DIFFICULTY) for i in range(n)]
-    episodes = [runs[0] for runs in run_episodes(name, scenario_list, progress=False)]
+    scenario_list = [task_scenario(SPLIT, i, DIFFICULTY) for i in range(start, start + n)]
+    with one_thread_children():
+        episodes = [runs[0] for runs in run_episodes(name, scenario_list, workers=workers, progress=False)]
     _LOADED.pop(name, None)  # a checkpoint directory is rewritten between stages
     return summary(episodes)
+
+
+@contextmanager
+def one_thread_children():
+    """Worker processes started inside this block run torch on one thread each: `workers` processes
+    share the machine's cores instead of each claiming all of them."""
+    saved = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = saved
 
 
 def summary(episodes: list[dict]) -> dict:
@@ -111,7 +142,7 @@ def summary(episodes: list[dict]) -> dict:
             **{k: m[k] for k in ("safe_ship", "unsafe_ship", "missed_deadline", "mean_return")}}
 
 
-def hard_tasks(policy: str, start: int, n: int, reference: str = "planner") -> dict:
+def hard_tasks(policy: str, start: int, n: int, reference: str = "planner", workers: int = 1) -> dict:
     """Hard-prompt mining on the train split: train tasks `start`..`start + n - 1` (easy), each played once
     greedily by `policy` and by `reference`. "kept" are the tasks `policy` does not already solve: its
     return is below both a clean safe ship's (SAFE_SHIP, nothing spent) and `reference`'s, whichever is
@@ -123,8 +154,9 @@ def hard_tasks(policy: str, start: int, n: int, reference: str = "planner") -> d
     from .evaluate import _LOADED
 
     scenarios = [task_scenario("train", i, DIFFICULTY) for i in range(start, start + n)]
-    own, ref = ([runs[0]["episode_return"] for runs in run_episodes(name, scenarios, progress=False)]
-                for name in (policy, reference))
+    with one_thread_children():
+        own, ref = ([runs[0]["episode_return"] for runs in run_episodes(name, scenarios, workers=w, progress=False)]
+                    for name, w in ((policy, workers), (reference, 1)))
     _LOADED.pop(policy, None)  # a checkpoint directory is rewritten between stages
     kept = [start + k for k, (a, b) in enumerate(zip(own, ref)) if a < max(b, SAFE_SHIP) - 1e-9]
     return {"pool": [start, start + n], "kept": kept,
@@ -146,9 +178,12 @@ def parameters(path: Path) -> int:
 
 
 def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, settings: dict | None = None) -> dict:
-    """The whole experiment within about `minutes` of CPU time on one core; returns the results dict
-    (module docstring). Stage budgets count this process's CPU time, so a run paused with SIGSTOP
-    (a quiet window on a shared machine) keeps them; `stages` reports wall and CPU seconds."""
+    """The whole experiment within about `minutes`; returns the results dict (module docstring).
+    With `processes` 1 the budget is this process's CPU time on one core (a run paused with SIGSTOP
+    keeps it); with more it is wall time on that many cores: the warm start uses them as torch
+    threads, the evaluations and the mining as worker processes, GRPO as data-parallel ranks
+    (`torchrun`, one prompt group each per step). `stages` reports wall and CPU seconds (CPU of this
+    process only, so under `processes` > 1 the workers' and ranks' CPU is not in it)."""
     import torch
     from transformers import AutoTokenizer
 
@@ -156,11 +191,13 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     from .sft_warmup import warm_start
     from .tiny_model import build, id_token_ids
 
-    torch.set_num_threads(1)
     cfg = {**SETTINGS, **(settings or {})}
+    procs = int(cfg["processes"])
+    budget = time.process_time if procs == 1 else time.monotonic
+    torch.set_num_threads(int(cfg["sft_threads"]) or procs)
     out_dir = Path(out_dir)
     stages: dict[str, dict] = {}
-    wall0, cpu0 = time.monotonic(), time.process_time()
+    wall0, cpu0, budget0 = time.monotonic(), time.process_time(), budget()
     clock = [wall0, cpu0]
 
     def lap(name: str) -> None:
@@ -180,37 +217,45 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     lap("collect")
     sft_dir = out_dir / "sft"
     warm = warm_start(base, sft_dir, conversations=conversations, epochs=100, lr=cfg["sft_lr"], seed=seed,
-                      max_minutes=cfg["sft_share"] * minutes, copy_tokens=id_token_ids(tokenizer) if cfg["copy_loss"] else None)
+                      max_minutes=cfg["sft_share"] * minutes, clock=budget,
+                      copy_tokens=id_token_ids(tokenizer) if cfg["copy_loss"] else None)
     lap("sft")
-    before = evaluation(sft_dir, n_eval)
+    before = evaluation(sft_dir, n_eval, workers=procs, start=cfg['eval_start'])
     lap("eval_sft")
     mined = None
     if cfg["mine_tasks"]:
-        mined = hard_tasks(f"hf:{sft_dir}", cfg["mine_start"], cfg["mine_tasks"])
+        mined = hard_tasks(f"hf:{sft_dir}", cfg["mine_start"], cfg["mine_tasks"], workers=procs)
         if not mined["kept"]:
             raise SystemExit(f"the warm start matches the planner on all {cfg['mine_tasks']} mined train tasks: "
                              f"nothing for GRPO to learn from; raise mine_tasks")
         lap("mine")
     grpo_dir = out_dir / "grpo"
-    used = (time.process_time() - cpu0) / 60
-    grpo_minutes = max(1.0, min(cfg["grpo_share"] * minutes, minutes - used - stages["eval_sft"]["cpu_s"] / 60 - 0.5))
-    args = train_grpo.parser().parse_args([
-        "--model", str(sft_dir), "--cpu", "--steps", "100000", "--max-minutes", str(grpo_minutes),
-        "--num-generations", str(cfg["num_generations"]), "--batch-size", str(cfg["batch_size"]),
-        "--max-completion-length", str(cfg["max_completion_length"]),
-        "--max-tool-calls", str(cfg["max_tool_calls"]), "--rows", str(cfg["rows"]), "--difficulty", DIFFICULTY,
-        "--lr", str(cfg["grpo_lr"]), "--beta", str(cfg["beta"]), "--temperature", str(cfg["temperature"]),
-        "--seed", str(seed), "--output-dir", str(grpo_dir)]
-        + (["--dataset", str(task_rows(mined["kept"], out_dir / "hard_tasks.parquet"))] if mined else []))
-    trained = train_grpo.train(args, clock=time.process_time)
+    used = (budget() - budget0) / 60
+    # The second evaluation costs what the first did; `grpo_margin` minutes cover starting the ranks.
+    grpo_minutes = max(1.0, min(cfg["grpo_share"] * minutes,
+                                minutes - used - stages["eval_sft"]["wall_s" if procs > 1 else "cpu_s"] / 60
+                                - cfg["grpo_margin"]))
+    argv = ["--model", str(sft_dir), "--cpu", "--steps", "100000", "--max-minutes", str(grpo_minutes),
+            "--num-generations", str(cfg["num_generations"]), "--batch-size", str(cfg["batch_size"]),
+            "--max-completion-length", str(cfg["max_completion_length"]),
+            "--max-tool-calls", str(cfg["max_tool_calls"]), "--rows", str(cfg["rows"]), "--difficulty", DIFFICULTY,
+            "--lr", str(cfg["grpo_lr"]), "--beta", str(cfg["beta"]), "--temperature", str(cfg["temperature"]),
+            "--seed", str(seed), "--output-dir", str(grpo_dir)]
+    if mined:
+        argv += ["--dataset", str(task_rows(mined["kept"], out_dir / "hard_tasks.parquet"))]
+    if procs == 1:
+        trained = train_grpo.train(train_grpo.parser().parse_args(argv), clock=time.process_time)
+    else:
+        trained = {"log_history": data_parallel_grpo(argv, procs)}
     lap("grpo")
-    after = evaluation(grpo_dir, n_eval)
+    after = evaluation(grpo_dir, n_eval, workers=procs, start=cfg['eval_start'])
     lap("eval_grpo")
     stages["total"] = {"wall_s": round(time.monotonic() - wall0, 1), "cpu_s": round(time.process_time() - cpu0, 1)}
     rewards = [h["reward"] for h in trained["log_history"] if "reward" in h]
     losses = warm["losses"]
     return {
-        "config": {"minutes": minutes, "seed": seed, "n_eval": n_eval, "split": SPLIT, "difficulty": DIFFICULTY,
+        "config": {"minutes": minutes, "budget": "CPU time, one core" if procs == 1 else f"wall time, {procs} cores",
+                   "seed": seed, "n_eval": n_eval, "split": SPLIT, "difficulty": DIFFICULTY,
                    "settings": cfg, "vocab": len(tokenizer), "parameters": parameters(base),
                    "warm_start_episodes": len(conversations), "grpo_minutes": round(grpo_minutes, 2)},
         "stages": stages,
@@ -224,6 +269,17 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         **verdict(before, after),
         "variants": [],
     }
+
+
+def data_parallel_grpo(argv: list[str], processes: int) -> list[dict]:
+    """`training.train_grpo` under `torchrun` on `processes` CPU ranks (gloo), one torch thread each;
+    returns the log history the main rank wrote. Each rank plays its own prompt group every step and
+    the gradients are averaged, so a step costs about what a one-process step does."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
+           "-m", "training.train_grpo", *argv]
+    subprocess.run(cmd, check=True, env=env)  # from this cwd, as `python -m training...` was started
+    return json.loads((Path(argv[argv.index("--output-dir") + 1]) / "log_history.json").read_text())
 
 
 def verdict(before: dict, after: dict) -> dict:
@@ -272,11 +328,11 @@ def markdown(results: dict) -> str:
         f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
         f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})" + _mining(results)
         + f". Evaluated greedily on {c['n_eval']} "
-        f"{c['split']} episodes ({c['difficulty']}), the "
-        f"same episodes before and after. Seed {c['seed']}, one CPU core.",
+        f"{c['split']} episodes ({c['difficulty']}; tasks {k.get('eval_start', 0)}-{k.get('eval_start', 0) + c['n_eval'] - 1}), the "
+        f"same episodes before and after. Seed {c['seed']}, " + _cores(k) + ".",
         "",
-        "Time per stage (wall / CPU s): " + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items())
-        + ".",
+        "Time per stage (wall / CPU s" + (", CPU of the main process only" if k.get("processes", 1) > 1 else "")
+        + "): " + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items()) + ".",
         "",
         "| model | calls / episode | invalid calls % | finished % | safe ship % | unsafe ship % | "
         "missed deadline % | mean return |",
@@ -293,6 +349,15 @@ def markdown(results: dict) -> str:
               f"episode not collapsed: {yes[t['grpo_gain']]}"
               + (" (calls per episode fell under half)" if results["calls_collapse"] else "") + "."]
     return "\n".join(lines + [""] + _variants(results))
+
+
+def _cores(k: dict) -> str:
+    procs = k.get("processes", 1)
+    if procs == 1:
+        return "one CPU core (the budget in CPU time)"
+    return (f"{procs} CPU cores (the budget in wall time: the warm start on {procs} torch threads, the "
+            f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
+            f"each playing its own prompt group every step)")
 
 
 def _zero_std(grpo: dict) -> str:

@@ -112,11 +112,12 @@ def assistant_loss(model, ids, mask, prefix: int = 0, also=None):
 def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", episodes: int = 64, epochs: int = 3,
                lr: float = 3e-3, max_length: int = 6144, seed: int = 0, difficulty: str | None = None,
                data: str | Path | None = None, conversations: list[list[dict]] | None = None,
-               max_minutes: float | None = None, copy_tokens: set[int] | None = None) -> dict:
+               max_minutes: float | None = None, copy_tokens: set[int] | None = None, clock=None) -> dict:
     """Fine-tune on assistant tokens of expert conversations (given, or see `expert_conversations`);
     save to `out`. The learning rate is constant, or, with `max_minutes`, warms up over 3% of the run
-    and decays on a cosine, the run's progress being the larger of steps done and time used (this
-    process's CPU time, so that a run paused with SIGSTOP keeps its budget). With `copy_tokens` (token
+    and decays on a cosine, the run's progress being the larger of steps done and time used (`clock`:
+    this process's CPU time by default, so that a run paused with SIGSTOP keeps its budget; pass
+    `time.monotonic` for wall time when torch uses several threads). With `copy_tokens` (token
     ids, such as the board ids) the loss also covers every such token anywhere in the conversation:
     a tool result echoes the call's id, a claim names the ref its card lists, so the environment's
     own text teaches the copying a call needs, at many more positions than the calls alone.
@@ -147,13 +148,14 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
     history = []
     rng = random.Random(seed)
     total = epochs * len(samples)
-    start, step, stopped = time.process_time(), 0, False
+    clock = clock or time.process_time
+    start, step, stopped = clock(), 0, False
     for _ in range(epochs):
         rng.shuffle(samples)
         for ids, mask, also in samples:
             progress = step / total
             if max_minutes:
-                progress = max(progress, (time.process_time() - start) / (60 * max_minutes))
+                progress = max(progress, (clock() - start) / (60 * max_minutes))
             if progress >= 1:
                 stopped = True
                 break
@@ -174,7 +176,7 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return {"losses": history, "samples": len(samples), "steps": step,
-            "cpu_seconds": round(time.process_time() - start, 1)}
+            "seconds": round(clock() - start, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:

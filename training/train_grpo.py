@@ -90,6 +90,7 @@ def TimeLimit(minutes: float, clock=None):
     `time.process_time` gives a budget that a run paused with SIGSTOP does not spend."""
     import time
 
+    import torch
     from transformers import TrainerCallback
 
     clock = clock or time.monotonic
@@ -99,7 +100,14 @@ def TimeLimit(minutes: float, clock=None):
             self.deadline = clock() + 60 * minutes
 
         def on_step_end(self, args, state, control, **kwargs):
-            if clock() > self.deadline:
+            late = clock() > self.deadline
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                # Every rank must stop at the same step: one rank leaving alone would leave the
+                # others waiting forever in the next gradient all-reduce.
+                flag = torch.tensor([int(late)])
+                torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+                late = bool(flag.item())
+            if late:
                 control.should_training_stop = True
 
     return _TimeLimit()
@@ -143,10 +151,11 @@ def train(args, clock=None) -> dict:
         if client:
             client.close_all()
     if not args.no_save:
-        trainer.save_model(args.output_dir)
+        trainer.save_model(args.output_dir)  # the main process writes; the others wait for it
     history = trainer.state.log_history
-    Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-    (Path(args.output_dir) / "log_history.json").write_text(json.dumps(history, indent=1))
+    if trainer.accelerator.is_main_process:
+        Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(args.output_dir) / "log_history.json").write_text(json.dumps(history, indent=1))
     return {"log_history": history, "tools": tools, "output_dir": args.output_dir}
 
 
