@@ -1,6 +1,9 @@
 """Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
 
     python -m training.lm_learnability --minutes 60 --out runs/lm   # writes results/lm_learnability.json
+    # on both cores of the machine, within 58 wall-minutes (the setting of runs N and O):
+    python -m training.lm_learnability --minutes 58 -n 500 --set processes=2 sft_threads=1 sft_share=0.29 \
+        grpo_share=1.0 mine_tasks=320 eval_start=500
 
 Stages, each timed: build an offline tokenizer (one token per board id) and a
 Qwen3-style model with a pointer-generator head that copies ids off the board

@@ -4,6 +4,8 @@
     python -m training.train_grpo --model Qwen/Qwen3-0.6B --env local --steps 200 --output-dir runs/qwen3
     # against one or more duplicated Spaces (sessions are spread across them)
     python -m training.train_grpo --model Qwen/Qwen3-0.6B --env-url https://you-releaseops.hf.space --steps 200
+    # data-parallel on CPU cores (gloo): each rank plays its own prompt group, every rank stops at the same step
+    OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 -m training.train_grpo --cpu --model <dir> ...
 
 The environment owns the reward: TRL calls `get_reward()` on each instance,
 which returns the verified episode return; an episode the model left
