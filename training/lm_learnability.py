@@ -1,7 +1,7 @@
 """Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
 
     python -m training.lm_learnability --minutes 60 --out runs/lm   # writes results/lm_learnability.json
-    # on both cores of the machine, within 58 wall-minutes (the setting of runs N and O):
+    # on both cores of the machine, within 58 wall-minutes (run O's settings):
     python -m training.lm_learnability --minutes 58 -n 500 --set processes=2 sft_threads=1 sft_share=0.29 \
         grpo_share=1.0 mine_tasks=320 eval_start=500
 
@@ -50,8 +50,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 from releaseops_arena.splits import task_scenario
 
@@ -88,8 +88,9 @@ SETTINGS = {
     # machine within a wall-time budget (see `run`). `grpo_margin`: minutes kept for starting the
     # GRPO ranks and the final save.
     "processes": 1, "grpo_margin": 0.5,
-    # The warm start's torch threads (0: `processes`). Run N warmed up on 2 threads reached 2,848 steps
-    # and a loss of 0.01, as run M did on one, yet made 12% invalid calls (M: 1%); run O used one.
+    # The warm start's torch threads (0: `processes`). Run N warmed up on 2 threads (2,848 steps, loss
+    # 0.010; M on one: 2,867 steps, 0.0056) and made 12% invalid calls (M: 1%); run O used one thread
+    # and was weaker still (33%), so the threads do not explain it.
     "sft_threads": 0,
     # The first held-out task evaluated: run O, chosen after run N's result, is evaluated on tasks
     # 500-999, which no earlier run played.
@@ -120,19 +121,10 @@ def evaluation(checkpoint: str | Path, n: int, workers: int = 1, start: int = 0)
     return summary(episodes)
 
 
-@contextmanager
 def one_thread_children():
     """Worker processes started inside this block run torch on one thread each: `workers` processes
     share the machine's cores instead of each claiming all of them."""
-    saved = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = saved
+    return patch.dict(os.environ, {"OMP_NUM_THREADS": "1"})
 
 
 def summary(episodes: list[dict]) -> dict:
@@ -358,7 +350,9 @@ def _cores(k: dict) -> str:
     procs = k.get("processes", 1)
     if procs == 1:
         return "one CPU core (the budget in CPU time)"
-    return (f"{procs} CPU cores (the budget in wall time: the warm start on {procs} torch threads, the "
+    threads = k.get("sft_threads") or procs
+    return (f"{procs} CPU cores (the budget in wall time: the warm start on {threads} torch "
+            f"thread{'s' if threads > 1 else ''}, the "
             f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
             f"each playing its own prompt group every step)")
 
