@@ -1,5 +1,7 @@
 """Hard-prompt mining for the language model's GRPO: only train tasks, only those the policy does not already solve."""
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("trl")
@@ -27,3 +29,30 @@ def test_mining_keeps_the_train_tasks_the_policy_does_not_solve_and_drops_the_so
     assert rows["index"] == mined["kept"]
     assert set(rows["split"]) == {"train"} and set(rows["difficulty"]) == {"easy"}
     assert rows[0]["prompt"][0]["role"] == "user"  # the row is one training.make_dataset writes
+
+
+def test_warm_starts_side_by_side_differ_by_seed_and_the_best_on_validation_is_kept(tmp_path):
+    import multiprocessing as mp
+
+    from training.lm_learnability import (SETTINGS, build_base, evaluation, one_thread_children,
+                                          pick_warm_start, warm_conversations, warm_one)
+
+    cfg = {**SETTINGS, "hidden": 32, "layers": 1, "read_span": 8, "sft_seeds": 2}
+    build_base(tmp_path / "base", cfg, 0)
+    conversations = warm_conversations("planner", 3)
+    jobs = [(s, tmp_path, cfg, conversations, 0.05, True) for s in (4, 5)]
+    with one_thread_children(), mp.get_context("spawn").Pool(2) as pool:
+        warms = pool.map(warm_one, jobs)
+    assert [w["seed"] for w in warms] == [4, 5]
+    assert [Path(w["dir"]).name for w in warms] == ["sft_seed4", "sft_seed5"]
+    assert all(w["steps"] >= 1 and len(w["losses"]) == w["steps"] for w in warms)
+    # different initialisations: the first step's loss already differs
+    assert warms[0]["losses"][0] != warms[1]["losses"][0]
+    for w in warms:  # each folder is a checkpoint the harness plays (on train tasks, as the selection does)
+        w["validation"] = evaluation(w["dir"], 1, start=100_000, split="train")
+        assert w["validation"]["episodes"] == 1
+    warms[0]["validation"]["mean_return"]["mean"], warms[1]["validation"]["mean_return"]["mean"] = 0.2, 0.5
+    assert pick_warm_start(warms)["seed"] == 5
+    warms[0]["validation"]["mean_return"]["mean"] = 0.5  # a tie keeps the lower seed
+    assert pick_warm_start(warms)["seed"] == 4
+    assert pick_warm_start(warms[1:]) is warms[1]

@@ -325,17 +325,22 @@ def test_the_report_section_shows_every_measured_number():
     from training.lm_learnability import markdown, verdict
 
     before, after = _summary(8.0, (0.1, 0.2, 0.3)), _summary(7.25, (0.35, 0.45, 0.55), invalid=0.02)
-    settings = {"hidden": 192, "layers": 3, "warm_policy": "oracle", "num_generations": 8, "grpo_lr": 1e-4}
+    settings = {"hidden": 192, "layers": 3, "warm_policy": "oracle", "num_generations": 8, "grpo_lr": 1e-4,
+                "recovery": 0.5, "select_episodes": 100, "select_start": 100_000}
     results = {"config": {"minutes": 60, "seed": 0, "n_eval": 100, "split": "heldout_seeds", "difficulty": "easy",
                           "settings": settings, "vocab": 13000, "parameters": 3_500_000, "warm_start_episodes": 1500},
                "stages": {"build": {"wall_s": 5.0, "cpu_s": 4.5}, "sft": {"wall_s": 900.0, "cpu_s": 880.5}},
-               "sft": {"steps": 1200, "loss_first": 9.5, "loss_last": 0.12}, "grpo": {"steps": 40},
+               "sft": {"steps": 1200, "loss_first": 9.5, "loss_last": 0.12, "seed": 1}, "grpo": {"steps": 40},
+               "warm_starts": [{"seed": 0, "steps": 1100, "loss_last": 0.31, "validation": _summary(6.0, (-0.4, -0.3, -0.2))},
+                               {"seed": 1, "steps": 1200, "loss_last": 0.12, "validation": before}],
                "eval": {"warm start (SFT)": before, "SFT + GRPO": after}, **verdict(before, after),
                "variants": [{"name": "v1", "note": "byte-level BPE", "valid_calls": "14", "finished": "0",
                              "calls_per_episode": "9.1", "mean_return": "-2.1", "measured_with": "60 episodes"}]}
     text = markdown(results)
     for expected in ("7.25 [6.95, 7.55]", "2.0 [0, 7]", "0.450 [0.350, 0.550]", "sft 900.0 / 880.5", "3.5M",
-                     "1500 oracle episodes", "1200 steps", "byte-level BPE",
+                     "1500 oracle episodes", "1200 steps", "byte-level BPE", "50% of their blocks first tried",
+                     "seed 1 was kept for its mean return on 100 train-split validation tasks (easy, tasks 100000-100099",
+                     "seed 0: 1100 steps, loss 0.3100, return -0.300 [-0.400, -0.200], valid calls 95.0%",
                      "GRPO raises mean return with non-overlapping intervals, calls per episode not collapsed: met"):
         assert expected in text, expected
 

@@ -11,8 +11,8 @@ Qwen3-style model with a pointer-generator head that copies ids off the board
 planner (visible information only, so its choices can be learned from the
 board) on the train split (easy) in OpenEnv's collect format, which is TRL's
 tool-loop conversation
-(`training/collect.py`); supervised warm start on their assistant tokens;
-evaluate on held-out seeds (easy); optionally mine hard prompts (`hard_tasks`: train
+(`training/collect.py`); supervised warm start on their assistant tokens (with `sft_seeds`,
+several side by side, the best on train-split validation tasks kept); evaluate on held-out seeds (easy); optionally mine hard prompts (`hard_tasks`: train
 tasks the warm start does not already solve); GRPO with TRL's `environment_factory`
 (`training/train_grpo.py`, the environment owns the reward); evaluate again on
 the same held-out episodes. The evaluation plays the checkpoint through the
@@ -23,8 +23,9 @@ harness's own `hf:` policy (greedy decoding), exactly as
 
     {"config": {minutes, seed, n_eval, split, difficulty, settings: SETTINGS as run, vocab, parameters,
                 warm_start_episodes, grpo_minutes},
-     "stages": {"build" | "collect" | "sft" | "eval_sft" | "mine" | "grpo" | "eval_grpo" | "total": {"wall_s", "cpu_s"}},
-     "sft": {"steps", "loss_first", "loss_last"},
+     "stages": {"build" | "collect" | "sft" | "select" | "eval_sft" | "mine" | "grpo" | "eval_grpo" | "total": {"wall_s", "cpu_s"}},
+     "sft": {"steps", "loss_first", "loss_last", "seed"},    # the warm start kept
+     "warm_starts": [{"seed", "steps", "loss_last", "validation": SUMMARY}],  # with sft_seeds > 1
      "grpo": {"steps", "rewards": [mean reward per step], "zero_std_steps": steps whose rollouts all scored the same},
      "mining": {"pool": [first, end), "kept": count, "kept_tasks", "policy_mean", "reference_mean"},  # with mine_tasks
      "eval": {"warm start (SFT)": SUMMARY, "SFT + GRPO": SUMMARY},
@@ -69,6 +70,9 @@ SETTINGS = {
     # later mention (before this fix, an error listing the pending ids sent the pointer to decided ones).
     "coverage_results": True,
     "warm_policy": "planner", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": False,  # warm start
+    # The share of the warm-start episodes' blocks first tried with a wrong rule, which the engine refuses
+    # (`training/recovery.py`): the warm start sees how to recover from an error, and learns only that.
+    "recovery": 0.0,
     # GRPO. beta 0.04 keeps a KL term to the warm start; without it (beta 0, 4 generations, lr 1e-4)
     # GRPO from variant I's warm start lost return (variant K). Chosen on train-split validation episodes
     # (variants G1, G2), never on the held-out ones.
@@ -95,26 +99,39 @@ SETTINGS = {
     # The first held-out task evaluated: run O, chosen after run N's result, is evaluated on tasks
     # 500-999, which no earlier run played.
     "eval_start": 0,
+    # Warm starts trained side by side, one per process (seeds `seed`..`seed + sft_seeds - 1`: model
+    # initialisation and episode order), each for the warm start's whole share; the one with the best
+    # mean return on `select_episodes` train-split validation tasks (easy, from `select_start`, past
+    # every task the warm start, the mining and GRPO draw) is kept. One recipe gave warm starts from
+    # -0.383 to 0.694 held-out return (runs L-O): a warm start is chosen, not taken as it comes.
+    "sft_seeds": 1, "select_episodes": 200, "select_start": 100_000,
 }
 
 
-def warm_conversations(policy: str, n: int, seed: int = 0) -> list[list[dict]]:
+def warm_conversations(policy: str, n: int, seed: int = 0, recovery: float = 0.0) -> list[list[dict]]:
     """The safe-ship episodes among `n` train episodes of `policy` (easy), collected in OpenEnv's format,
-    loaded back, each closed by the turn that ends TRL's tool loop (`sft_warmup.closed`)."""
+    loaded back, each closed by the turn that ends TRL's tool loop (`sft_warmup.closed`). With
+    `recovery`, that share of the blocks is first tried with a wrong rule, refused by the engine
+    (`training/recovery.py`; the same conversation format, the refused turns not learned from)."""
     from .sft_warmup import closed
 
+    if recovery:
+        from .recovery import stumbling_conversations
+
+        return [closed(m) for m in stumbling_conversations(policy, "train", n, DIFFICULTY, recovery)]
     with tempfile.TemporaryDirectory() as tmp:
         collect(policy, "train", n, Path(tmp), DIFFICULTY, progress=False)
         return [closed(m) for m in load_conversations(Path(tmp))]
 
 
-def evaluation(checkpoint: str | Path, n: int, workers: int = 1, start: int = 0) -> dict:
-    """SUMMARY of a checkpoint on held-out easy tasks `start`..`start + n - 1` (see the module docstring),
-    played by `workers` processes of one torch thread each (greedy decoding: the same episodes however split)."""
+def evaluation(checkpoint: str | Path, n: int, workers: int = 1, start: int = 0, split: str = SPLIT) -> dict:
+    """SUMMARY of a checkpoint on easy tasks `start`..`start + n - 1` of `split` (held-out by default; see
+    the module docstring), played by `workers` processes of one torch thread each (greedy decoding: the
+    same episodes however split)."""
     from .evaluate import _LOADED
 
     name = f"hf:{checkpoint}"
-    scenario_list = [task_scenario(SPLIT, i, DIFFICULTY) for i in range(start, start + n)]
+    scenario_list = [task_scenario(split, i, DIFFICULTY) for i in range(start, start + n)]
     with one_thread_children():
         episodes = [runs[0] for runs in run_episodes(name, scenario_list, workers=workers, progress=False)]
     _LOADED.pop(name, None)  # a checkpoint directory is rewritten between stages
@@ -183,8 +200,6 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     from transformers import AutoTokenizer
 
     from . import train_grpo
-    from .sft_warmup import warm_start
-    from .tiny_model import build, id_token_ids
 
     cfg = {**SETTINGS, **(settings or {})}
     procs = int(cfg["processes"])
@@ -200,21 +215,30 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         stages[name] = {"wall_s": round(wall - clock[0], 1), "cpu_s": round(cpu - clock[1], 1)}
         clock[:] = [wall, cpu]
 
-    base = build(out_dir / "base", cfg["vocab_size"], cfg["hidden"], cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"],
-                 copy_head=cfg["copy_head"], pointer=cfg["pointer"], read_span=cfg["read_span"])
-    if cfg["pointer"] and cfg["coverage_results"]:
-        from .copy_model import count_results
-
-        count_results(base)
+    seeds = [seed + k for k in range(int(cfg["sft_seeds"]))]
+    if not 1 <= len(seeds) <= procs:
+        raise SystemExit(f"sft_seeds={cfg['sft_seeds']}: expected 1..processes ({procs}), one warm start per process")
+    base = build_base(out_dir / "base", cfg, seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
     lap("build")
-    conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed)
+    conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed, cfg["recovery"])
     lap("collect")
-    sft_dir = out_dir / "sft"
-    warm = warm_start(base, sft_dir, conversations=conversations, epochs=100, lr=cfg["sft_lr"], seed=seed,
-                      max_minutes=cfg["sft_share"] * minutes, clock=budget,
-                      copy_tokens=id_token_ids(tokenizer) if cfg["copy_loss"] else None)
+    jobs = [(s, out_dir, cfg, conversations, cfg["sft_share"] * minutes, procs > 1) for s in seeds]
+    if len(jobs) == 1:
+        warms = [warm_one(jobs[0])]
+    else:
+        import multiprocessing as mp
+
+        with one_thread_children(), mp.get_context("spawn").Pool(len(jobs)) as pool:
+            warms = pool.map(warm_one, jobs)
     lap("sft")
+    if len(warms) > 1:
+        for w in warms:
+            w["validation"] = evaluation(w["dir"], cfg["select_episodes"], workers=procs, start=cfg["select_start"],
+                                         split="train")
+        lap("select")
+    warm = pick_warm_start(warms)
+    sft_dir = Path(warm["dir"])
     before = evaluation(sft_dir, n_eval, workers=procs, start=cfg['eval_start'])
     lap("eval_sft")
     mined = None
@@ -254,8 +278,10 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
                    "settings": cfg, "vocab": len(tokenizer), "parameters": parameters(base),
                    "warm_start_episodes": len(conversations), "grpo_minutes": round(grpo_minutes, 2)},
         "stages": stages,
-        "sft": {"steps": warm["steps"], "loss_first": round(losses[0], 4),
-                "loss_last": round(sum(losses[-50:]) / len(losses[-50:]), 4)},
+        "sft": {"steps": warm["steps"], "loss_first": round(losses[0], 4), "loss_last": _tail_loss(losses),
+                "seed": warm["seed"]},
+        **({"warm_starts": [{"seed": w["seed"], "steps": w["steps"], "loss_last": _tail_loss(w["losses"]),
+                             "validation": w["validation"]} for w in warms]} if len(warms) > 1 else {}),
         "grpo": {"steps": len(rewards), "rewards": rewards,
                  # steps whose group of rollouts all scored the same: zero advantage, nothing learned
                  "zero_std_steps": sum(h.get("frac_reward_zero_std") == 1.0 for h in trained["log_history"] if "reward" in h)},
@@ -264,6 +290,50 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         **verdict(before, after),
         "variants": [],
     }
+
+
+def build_base(out: Path, cfg: dict, seed: int) -> Path:
+    """The untrained model of these settings (initialised from `seed`) and its tokenizer, saved at `out`."""
+    from .tiny_model import build
+
+    base = build(out, cfg["vocab_size"], cfg["hidden"], cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"],
+                 copy_head=cfg["copy_head"], pointer=cfg["pointer"], read_span=cfg["read_span"])
+    if cfg["pointer"] and cfg["coverage_results"]:
+        from .copy_model import count_results
+
+        count_results(base)
+    return base
+
+
+def warm_one(job: tuple) -> dict:
+    """One warm start: (seed, out_dir, settings, conversations, minutes, wall) -> its folder, steps and
+    losses. A model initialised from `seed`, trained on the conversations in a `seed` order for `minutes`
+    of this process's CPU time (`wall`: of wall time, as when several run side by side)."""
+    from transformers import AutoTokenizer
+
+    from .sft_warmup import warm_start
+    from .tiny_model import id_token_ids
+
+    seed, out_dir, cfg, conversations, minutes, wall = job
+    single = int(cfg["sft_seeds"]) == 1
+    base = Path(out_dir) / "base" if single else build_base(Path(out_dir) / f"base_seed{seed}", cfg, seed)
+    out = Path(out_dir) / ("sft" if single else f"sft_seed{seed}")
+    copy_tokens = id_token_ids(AutoTokenizer.from_pretrained(base)) if cfg["copy_loss"] else None
+    warm = warm_start(base, out, conversations=conversations, epochs=100, lr=cfg["sft_lr"], seed=seed,
+                      max_minutes=minutes, clock=time.monotonic if wall else time.process_time,
+                      copy_tokens=copy_tokens)
+    return {"seed": seed, "dir": str(out), "steps": warm["steps"], "losses": warm["losses"]}
+
+
+def pick_warm_start(warms: list[dict]) -> dict:
+    """The warm start with the best mean validation return (the lower seed on a tie); the only one if alone."""
+    if len(warms) == 1:
+        return warms[0]
+    return max(warms, key=lambda w: (w["validation"]["mean_return"]["mean"], -w["seed"]))
+
+
+def _tail_loss(losses: list[float]) -> float:
+    return round(sum(losses[-50:]) / len(losses[-50:]), 4)
 
 
 def data_parallel_grpo(argv: list[str], processes: int) -> list[dict]:
@@ -318,13 +388,13 @@ def markdown(results: dict) -> str:
     lines = [
         f"Model: Qwen3-style, {c['parameters'] / 1e6:.1f}M parameters ({k['layers']} layers, hidden {k['hidden']}), "
         f"vocabulary {c['vocab']} with one token per board id" + _head(k) + f". Warm start on {c['warm_start_episodes']} "
-        f"{k['warm_policy']} episodes (train split, easy; {results['sft']['steps']} steps, loss "
+        f"{k['warm_policy']} episodes (train split, easy{_recovery(k)}; {results['sft']['steps']} steps, loss "
         f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
         f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
         f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})" + _mining(results)
         + f". Evaluated greedily on {c['n_eval']} "
         f"{c['split']} episodes ({c['difficulty']}; tasks {k.get('eval_start', 0)}-{k.get('eval_start', 0) + c['n_eval'] - 1}), the "
-        f"same episodes before and after. Seed {c['seed']}, " + _cores(k) + ".",
+        f"same episodes before and after. Seed {c['seed']}, " + _cores(k) + "." + _selection(results),
         "",
         "Time per stage (wall / CPU s" + (", CPU of the main process only" if k.get("processes", 1) > 1 else "")
         + "): " + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items()) + ".",
@@ -355,6 +425,26 @@ def _cores(k: dict) -> str:
             f"thread{'s' if threads > 1 else ''}, the "
             f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
             f"each playing its own prompt group every step)")
+
+
+def _recovery(k: dict) -> str:
+    if not k.get("recovery"):
+        return ""
+    return (f"; {100 * k['recovery']:.0f}% of their blocks first tried with a rule the proposal's risk does not "
+            f"allow, which the engine refuses, that refused turn not learned from (`training/recovery.py`)")
+
+
+def _selection(results: dict) -> str:
+    warms, k = results.get("warm_starts"), results["config"]["settings"]
+    if not warms:
+        return ""
+    start = k["select_start"]
+    rows = "; ".join(f"seed {w['seed']}: {w['steps']} steps, loss {w['loss_last']:.4f}, return "
+                     f"{_mean(w['validation']['mean_return'])}, valid calls "
+                     f"{100 * (1 - w['validation']['invalid_rate']['rate']):.1f}%" for w in warms)
+    return (f" {len(warms)} warm starts were trained side by side, one per process, and seed {results['sft']['seed']} "
+            f"was kept for its mean return on {k['select_episodes']} train-split validation tasks (easy, tasks "
+            f"{start}-{start + k['select_episodes'] - 1}; never the held-out ones): {rows}.")
 
 
 def _zero_std(grpo: dict) -> str:

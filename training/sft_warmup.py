@@ -67,9 +67,40 @@ def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144) -
     for messages in conversations:
         enc = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
                                             return_dict=True, return_assistant_tokens_mask=True)
-        ids, mask = enc["input_ids"][:max_length], enc["assistant_masks"][:max_length]
+        mask = unlearn_refused(messages, enc["assistant_masks"])
+        ids, mask = enc["input_ids"][:max_length], mask[:max_length]
         samples.append((torch.tensor(ids), torch.tensor(mask, dtype=torch.bool)))
     return samples
+
+
+def refused(messages: list[dict]) -> list[bool]:
+    """Per assistant turn: whether the environment refused its call (the next turn is an error result)."""
+    return [m["role"] == "assistant" and i + 1 < len(messages) and messages[i + 1]["role"] == "tool"
+            and str(messages[i + 1]["content"]).startswith("{'error'")
+            for i, m in enumerate(messages) if m["role"] == "assistant"]
+
+
+def unlearn_refused(messages: list[dict], mask: list[int]) -> list[int]:
+    """The assistant mask without the turns the environment refused: a warm start learns the recovery
+    after an error (`training/recovery.py`), never the refused call itself. The template marks each
+    assistant turn as one run of ones, in order."""
+    flags = refused(messages)
+    if not any(flags):
+        return list(mask)
+    runs, start = [], None
+    for t, on in enumerate([*mask, 0]):
+        if on and start is None:
+            start = t
+        elif not on and start is not None:
+            runs.append((start, t))
+            start = None
+    if len(runs) != len(flags):
+        raise ValueError(f"{len(runs)} assistant spans in the rendered conversation for {len(flags)} assistant turns")
+    out = list(mask)
+    for (a, b), drop in zip(runs, flags):
+        if drop:
+            out[a:b] = [0] * (b - a)
+    return out
 
 
 def shared_prefix(samples: list[tuple]) -> int:
