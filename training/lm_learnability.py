@@ -1,9 +1,10 @@
 """Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
 
     python -m training.lm_learnability --minutes 60 --out runs/lm   # writes results/lm_learnability.json
-    # on both cores of the machine, within 58 wall-minutes (run O's settings):
-    python -m training.lm_learnability --minutes 58 -n 500 --set processes=2 sft_threads=1 sft_share=0.29 \
-        grpo_share=1.0 mine_tasks=320 eval_start=500
+    # on both cores of the machine, within 60 wall-minutes (run R's settings: two warm starts side by
+    # side on recovery episodes, GRPO at temperature 1.0, 1,000 held-out tasks from 1000):
+    python -m training.lm_learnability --minutes 60 -n 1000 --set processes=2 sft_seeds=2 recovery=0.5 \
+        sft_share=0.275 grpo_share=0.2 temperature=1.0 grpo_lr=1e-4 mine_tasks=160 eval_start=1000 select_episodes=100
 
 Stages, each timed: build an offline tokenizer (one token per board id) and a
 Qwen3-style model with a pointer-generator head that copies ids off the board
@@ -421,8 +422,9 @@ def _cores(k: dict) -> str:
     if procs == 1:
         return "one CPU core (the budget in CPU time)"
     threads = k.get("sft_threads") or procs
-    return (f"{procs} CPU cores (the budget in wall time: the warm start on {threads} torch "
-            f"thread{'s' if threads > 1 else ''}, the "
+    warm = (f"{k['sft_seeds']} warm starts in {k['sft_seeds']} processes of one torch thread each"
+            if k.get("sft_seeds", 1) > 1 else f"the warm start on {threads} torch thread{'s' if threads > 1 else ''}")
+    return (f"{procs} CPU cores (the budget in wall time: {warm}, the "
             f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
             f"each playing its own prompt group every step)")
 
