@@ -38,6 +38,8 @@ def test_recovery_episodes_show_a_refused_block_then_the_right_rule_and_only_the
     assert len(conversations) == len(plain)  # a refused call costs a penalty, not the safe ship
     stumbled = [c for c in conversations if any(refused(c))]
     assert stumbled and not any(any(refused(c)) for c in plain)
+    # a privileged expert keeps its truth reader under the wrapper: it still ships every episode it did
+    assert len(warm_conversations("oracle", 6, recovery=1.0)) == len(warm_conversations("oracle", 6))
     for c in stumbled:
         boards = {p["id"]: p for m in c if m["role"] in ("user", "tool") for p in _proposals(m["content"])}
         for k, m in enumerate(c):

@@ -33,10 +33,13 @@ class Stumbling(Policy):
             raise ValueError(f"rate must be in 0..1, not {rate!r}")
         self.inner, self.rate, self.stumble_rng = inner, rate, random.Random(seed)
         self.name = f"stumbling-{inner.name}"
+        self.privileged = inner.privileged  # `play` hands a privileged policy the truth reader: pass it on
         self.pending: tuple[str, dict] | None = None
 
     def begin(self, observation: str) -> None:
         self.inner.rng = self.rng
+        if self.privileged:
+            self.inner.truth = self.truth
         self.inner.begin(observation)
 
     def observe(self, text: str) -> None:
