@@ -62,7 +62,12 @@ class LLMPolicy(Policy):
 
         The key/value cache is kept across turns and episodes and cut back to the longest prefix
         the new prompt shares with what it holds (the template is prefix-preserving, and every
-        episode opens with the same tool schemas), so a turn runs only its new tokens."""
+        episode opens with the same tool schemas), so a turn runs only its new tokens.
+
+        Greedy decoding also drafts (prompt lookup): the tokens that followed the last occurrence of
+        the latest few tokens are fed with them and kept as far as they are the model's own argmax,
+        so a tool call's fixed wording costs one forward pass instead of one per token. The tokens
+        are the greedy ones either way; the draft only saves passes."""
         torch = self.torch
         keep = 0
         for a, b in zip(self._cached, ids[:-1]):
@@ -72,24 +77,48 @@ class LLMPolicy(Policy):
         if keep == 0:
             self._cache, self._cached = self._new_cache(), []
         elif keep < len(self._cached):
-            self._cache.crop(keep - len(self._cached))  # a negative count: the tokens to drop
-            self._cached = self._cached[:keep]
+            self._drop(len(self._cached) - keep)
         out: list[int] = []
         step = ids[keep:]
         with torch.no_grad():
-            for _ in range(self.max_new_tokens):
-                logits = self.model(input_ids=torch.tensor([step]), past_key_values=self._cache,
-                                    use_cache=True, logits_to_keep=1).logits[0, -1]
-                self._cached += step
+            while len(out) < self.max_new_tokens:
+                draft = [] if self.stochastic else self._draft(ids + out, self.max_new_tokens - len(out) - 1)
+                logits = self.model(input_ids=torch.tensor([step + draft]), past_key_values=self._cache,
+                                    use_cache=True, logits_to_keep=len(draft) + 1).logits[0]
+                self._cached += step + draft
                 if self.temperature > 0:
-                    token = int(torch.multinomial(torch.softmax(logits.float() / self.temperature, -1), 1))
+                    tokens = [int(torch.multinomial(torch.softmax(logits[-1].float() / self.temperature, -1), 1))]
                 else:
-                    token = int(logits.argmax())
-                out.append(token)
-                if token == self.tokenizer.eos_token_id:
-                    break
-                step = [token]
+                    tokens = logits.argmax(-1).tolist()
+                # Keep the model's tokens up to its first disagreement with the draft (its own token there
+                # included): each was predicted from a prefix that is all the model's own.
+                agreed = next((j for j, d in enumerate(draft) if tokens[j] != d), len(draft))
+                tokens = tokens[:agreed + 1]
+                if len(draft) > agreed:
+                    self._drop(len(draft) - agreed)  # the rejected draft's keys and values
+                for token in tokens:
+                    out.append(token)
+                    if token == self.tokenizer.eos_token_id:
+                        return out
+                step = [out[-1]]
         return out
+
+    def _drop(self, n: int) -> None:
+        """Forget the last `n` cached positions."""
+        self._cache.crop(-n)  # a negative count: the tokens to drop
+        self._cached = self._cached[:-n]
+
+    def _draft(self, seq: list[int], limit: int, span: int = 3, length: int = 12) -> list[int]:
+        """Prompt lookup: up to `length` (at most `limit`) tokens that followed the latest earlier
+        occurrence of `seq`'s last `span` tokens; none when they have not occurred."""
+        n = min(length, limit)
+        if n <= 0 or len(seq) <= span:
+            return []
+        tail = seq[-span:]
+        for start in range(len(seq) - span - 1, -1, -1):
+            if seq[start:start + span] == tail:
+                return seq[start + span:start + span + n]
+        return []
 
     def act(self, view):
         if not self.queue:
