@@ -31,6 +31,16 @@ def test_mining_keeps_the_train_tasks_the_policy_does_not_solve_and_drops_the_so
     assert rows[0]["prompt"][0]["role"] == "user"  # the row is one training.make_dataset writes
 
 
+def test_replay_adds_the_pools_first_solved_tasks_never_a_hard_one():
+    from training.lm_learnability import replayed
+
+    mined = {"pool": [100, 110], "kept": [101, 104, 105]}
+    assert replayed(mined, 0.0) == []
+    assert replayed(mined, 1.0) == [100, 102, 103]
+    assert replayed(mined, 2.0) == [100, 102, 103, 106, 107, 108]
+    assert replayed(mined, 10.0) == [100, 102, 103, 106, 107, 108, 109]  # at most every solved task
+
+
 def test_warm_starts_side_by_side_differ_by_seed_and_the_best_on_validation_is_kept(tmp_path):
     import multiprocessing as mp
 

@@ -28,7 +28,8 @@ harness's own `hf:` policy (greedy decoding), exactly as
      "sft": {"steps", "loss_first", "loss_last", "seed"},    # the warm start kept
      "warm_starts": [{"seed", "steps", "loss_last", "validation": SUMMARY}],  # with sft_seeds > 1
      "grpo": {"steps", "rewards": [mean reward per step], "zero_std_steps": steps whose rollouts all scored the same},
-     "mining": {"pool": [first, end), "kept": count, "kept_tasks", "policy_mean", "reference_mean"},  # with mine_tasks
+     "mining": {"pool": [first, end), "kept": count, "kept_tasks", "policy_mean", "reference_mean",
+                "replayed": count, "replayed_tasks"},  # with mine_tasks; replayed: solved tasks beside them
      "eval": {"warm start (SFT)": SUMMARY, "SFT + GRPO": SUMMARY},
      "grpo_beats_warm_start": bool,        # return intervals do not overlap, warm start's below
      "calls_collapse": bool,               # GRPO's calls/episode under half the warm start's
@@ -89,6 +90,13 @@ SETTINGS = {
     # them had 1 of 11 steps without advantage and reached return 0.758 on the train-split validation
     # episodes (variant M1; M2, lr 1.5e-4: 0.661). 0: GRPO draws from the first `rows` train tasks.
     "mine_tasks": 160, "mine_start": 1500,
+    # Replay: GRPO also draws `replay` times as many of the pool's solved tasks (the first in pool order)
+    # as it has hard ones. On the hard tasks alone GRPO learned to block (run R: unsafe ships 19% -> 3.5%)
+    # but also blocked with rules the risk does not allow, again and again (invalid calls 3.5% -> 11.7%,
+    # missed deadlines 0.8% -> 9.8%); with as many solved tasks beside them, from R's warm start, 17 minutes
+    # on one core: return 0.626 on 200 train-split validation tasks against 0.547 without (lr 5e-5) and
+    # the warm start's 0.516 (variants R1, R2). 0: the hard tasks only.
+    "replay": 0.0,
     # Cores: 1 keeps the one-core, CPU-time budget of the earlier runs; 2 uses both cores of the
     # machine within a wall-time budget (see `run`). `grpo_margin`: minutes kept for starting the
     # GRPO ranks and the final save.
@@ -174,6 +182,13 @@ def hard_tasks(policy: str, start: int, n: int, reference: str = "planner", work
     kept = [start + k for k, (a, b) in enumerate(zip(own, ref)) if a < max(b, SAFE_SHIP) - 1e-9]
     return {"pool": [start, start + n], "kept": kept,
             "policy_mean": round(sum(own) / n, 4), "reference_mean": round(sum(ref) / n, 4)}
+
+
+def replayed(mined: dict, replay: float) -> list[int]:
+    """The solved tasks of the mining pool GRPO replays beside the hard ones: `replay` times as many as
+    there are hard ones (rounded, at most every solved task), the first in pool order."""
+    solved = [t for t in range(*mined["pool"]) if t not in set(mined["kept"])]
+    return solved[:round(replay * len(mined["kept"]))]
 
 
 def task_rows(tasks: list[int], path: Path) -> Path:
@@ -262,7 +277,8 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
             "--lr", str(cfg["grpo_lr"]), "--beta", str(cfg["beta"]), "--temperature", str(cfg["temperature"]),
             "--seed", str(seed), "--output-dir", str(grpo_dir)]
     if mined:
-        argv += ["--dataset", str(task_rows(mined["kept"], out_dir / "hard_tasks.parquet"))]
+        mined["replayed"] = replayed(mined, cfg["replay"])
+        argv += ["--dataset", str(task_rows(sorted(mined["kept"] + mined["replayed"]), out_dir / "hard_tasks.parquet"))]
     if procs == 1:
         trained = train_grpo.train(train_grpo.parser().parse_args(argv), clock=time.process_time)
     else:
@@ -286,7 +302,8 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         "grpo": {"steps": len(rewards), "rewards": rewards,
                  # steps whose group of rollouts all scored the same: zero advantage, nothing learned
                  "zero_std_steps": sum(h.get("frac_reward_zero_std") == 1.0 for h in trained["log_history"] if "reward" in h)},
-        **({"mining": {**mined, "kept": len(mined["kept"]), "kept_tasks": mined["kept"]}} if mined else {}),
+        **({"mining": {**mined, "kept": len(mined["kept"]), "kept_tasks": mined["kept"],
+                       "replayed": len(mined["replayed"]), "replayed_tasks": mined["replayed"]}} if mined else {}),
         "eval": {"warm start (SFT)": before, "SFT + GRPO": after},
         **verdict(before, after),
         "variants": [],
@@ -462,7 +479,8 @@ def _mining(results: dict) -> str:
     return (f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
             f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, easy; those the greedy warm start does not solve: return "
             f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
-            f"{m['reference_mean']:.3f} on the pool)")
+            f"{m['reference_mean']:.3f} on the pool)"
+            + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else ""))
 
 
 def _head(k: dict) -> str:
