@@ -1,10 +1,12 @@
 """Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
 
     python -m training.lm_learnability --minutes 60 --out runs/lm   # writes results/lm_learnability.json
-    # on both cores of the machine, within 60 wall-minutes (run R's settings: two warm starts side by
-    # side on recovery episodes, GRPO at temperature 1.0, 1,000 held-out tasks from 1000):
-    python -m training.lm_learnability --minutes 60 -n 1000 --set processes=2 sft_seeds=2 recovery=0.5 \
-        sft_share=0.275 grpo_share=0.2 temperature=1.0 grpo_lr=1e-4 mine_tasks=160 eval_start=1000 select_episodes=100
+    # on both cores of the machine, within 60 wall-minutes (run S's settings: two warm starts side by
+    # side on recovery episodes, GRPO at temperature 1.0 on the mined hard tasks and as many solved ones,
+    # 2,000 held-out tasks from 2000):
+    python -m training.lm_learnability --minutes 60 -n 2000 --set processes=2 sft_seeds=2 recovery=0.5 \
+        sft_share=0.275 grpo_share=0.3 grpo_margin=2.0 temperature=1.0 grpo_lr=1e-4 mine_tasks=160 replay=1.0 \
+        eval_start=2000 select_episodes=100
 
 Stages, each timed: build an offline tokenizer (one token per board id) and a
 Qwen3-style model with a pointer-generator head that copies ids off the board
