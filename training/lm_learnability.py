@@ -189,7 +189,8 @@ def hard_tasks(policy: str, start: int, n: int, reference: str = "planner", work
 def replayed(mined: dict, replay: float) -> list[int]:
     """The solved tasks of the mining pool GRPO replays beside the hard ones: `replay` times as many as
     there are hard ones (rounded, at most every solved task), the first in pool order."""
-    solved = [t for t in range(*mined["pool"]) if t not in set(mined["kept"])]
+    hard = set(mined["kept"])
+    solved = [t for t in range(*mined["pool"]) if t not in hard]
     return solved[:round(replay * len(mined["kept"]))]
 
 
@@ -280,7 +281,7 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
             "--seed", str(seed), "--output-dir", str(grpo_dir)]
     if mined:
         mined["replayed"] = replayed(mined, cfg["replay"])
-        argv += ["--dataset", str(task_rows(sorted(mined["kept"] + mined["replayed"]), out_dir / "hard_tasks.parquet"))]
+        argv += ["--dataset", str(task_rows(sorted(mined["kept"] + mined["replayed"]), out_dir / "grpo_tasks.parquet"))]
     if procs == 1:
         trained = train_grpo.train(train_grpo.parser().parse_args(argv), clock=time.process_time)
     else:
