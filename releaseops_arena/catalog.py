@@ -12,6 +12,12 @@ from __future__ import annotations
 import numbers
 from typing import NamedTuple
 
+# The benchmark's version: the world's mechanics and clue tables. Stamped on every task spec,
+# dataset row, collected episode, evaluation result, calibration report and the web board, so
+# results from different versions are never mixed. v3: more sites than the review budget covers,
+# and worker history that ranks them (README, "The world").
+BENCHMARK_VERSION = "v3"
+
 WORKERS: tuple[str, ...] = ("ci_fixer", "qa_triage", "release_manager", "sre")
 WORKER_SHORT: dict[str, str] = {"ci": "ci_fixer", "qa": "qa_triage", "rm": "release_manager", "sre": "sre"}
 
@@ -155,6 +161,7 @@ def parse_mix(mix: str) -> dict[str, str]:
 def catalogue() -> dict[str, object]:
     """The catalogue as plain data (for /metadata, dataset cards and the UI)."""
     return {
+        "benchmark_version": BENCHMARK_VERSION,
         "families": list(FAMILIES),
         "heldout_families": list(HELDOUT_FAMILIES),
         "difficulties": list(DIFFICULTIES),
