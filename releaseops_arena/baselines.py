@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import random
 
-from .catalog import ARTIFACT_BY_KIND, ARTIFACT_BY_TOOL, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS, inspect_call
+from .catalog import (ARTIFACT_BY_KIND, ARTIFACT_BY_TOOL, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS, artifact_kind,
+                      inspect_call)
 from .mechanisms import REGISTRY
 from .planner import InspectEverything, ReferencePlanner, Rule
 from .policy import (DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_for, seen_violation, ship_call,
@@ -208,9 +209,134 @@ class EvidenceFirst(Policy):
         return "approve_proposal", {"proposal_id": ship["id"]}
 
 
+class FixedOrder(EvidenceFirst):
+    """The best fixed inspection order: a script that never reads a claim, a voice, a confidence, a
+    hint, a track record or an answer. It sees request types, risk tags, refs, phase, clock, budget
+    and its own evidence, and spends the budget on the sites' decisive artifacts in an order found by
+    search on the train split (`exploits.search_fixed_order`); it acts on the evidence as
+    `evidence_first` does. The attention gap of the report is measured against it.
+
+    - `triage`, `gate`: the order of site classes inspected at each stage. A class is the kind of
+      artifact that settles the site (`ticket`, `pr`, `ci_run`; the deploy gate is `gate`), so a
+      held-out mechanism's site is ordered like the seen one whose kind of evidence it has;
+    - `triage_quota`: how many inspections the triage stage may use (the rest wait for the gate);
+    - `more_refs_first`: within a class, cards citing more refs first (else fewer first);
+    - `hold`: hold once at triage for two more evidence actions when the quota is not used up;
+    - `ship_check`: check the deploy run at the ship when the budget allows.
+    """
+
+    name = "fixed_order"
+    TRIAGE_CLASSES = ("ticket", "pr")
+    GATE_CLASSES = ("gate", "ci_run")
+    # The order `exploits.search_fixed_order` finds on the train split at medium and at hard (v3).
+    DEFAULT = {"triage": ("ticket", "pr"), "gate": ("gate", "ci_run"), "triage_quota": 2, "more_refs_first": True,
+               "hold": False, "ship_check": True}
+
+    def __init__(self, **params):
+        self.params = {**self.DEFAULT, **params}
+
+    def begin(self, observation):
+        super().begin(observation)
+        self.inspected_at_triage = 0
+        self.held = False
+
+    @staticmethod
+    def site_class(p: dict, phase: int) -> str | None:
+        """A site's class, or None for a card that is no site a script can see."""
+        ref = EvidenceFirst._decisive(p, phase)
+        if ref is None:
+            return None
+        return "gate" if p["request"] == "open_deploy_gate" else artifact_kind(ref).kind
+
+    def act(self, view):
+        pending, phase = view.pending(), view.board["phase_index"]
+        others = [p for p in pending if p["request"] != "ship_release_candidate"]
+        for p in others:
+            if p["request"] in DELAY_REQUESTS:
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+            for ref in p["refs"]:
+                rule = evidence_violation(view.evidence[ref]) if self.read_for.get(ref) == p["id"] else None
+                if rule in rules_for(p) and p["id"] not in self.blocked:
+                    self.blocked.add(p["id"])
+                    return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
+        q = self.params
+        order = tuple(q["triage"] if phase == 0 else q["gate"])
+        quota_left = phase != 0 or self.inspected_at_triage < q["triage_quota"]
+        targets = []
+        for i, p in enumerate(others):
+            cls = self.site_class(p, phase)
+            ref = self._decisive(p, phase)
+            if cls in order and ref not in view.evidence:
+                refs = len(p["refs"]) * (-1 if q["more_refs_first"] else 1)
+                targets.append((order.index(cls), refs, i, p, ref))
+        targets.sort(key=lambda t: t[:3])
+        if targets and quota_left and view.board["review_budget_remaining"] > 0:
+            if view.can_look():
+                _, _, _, p, ref = targets[0]
+                self.read_for[ref] = p["id"]
+                if phase == 0:
+                    self.inspected_at_triage += 1
+                return inspect_call(ref)
+            if q["hold"] and phase == 0 and not self.held and view.spare_phases() >= 1:
+                self.held = True
+                return "hold_release", {"reason_code": "risk_too_high"}
+        if others:
+            return "approve_proposal", {"proposal_id": others[0]["id"]}
+        ship = pending[0]
+        if q["ship_check"] and ship["refs"][-1] not in view.evidence and view.can_look():
+            return inspect_call(ship["refs"][-1])  # the deploy-check run
+        shown = next((evidence_violation(view.evidence[r]) for r in ship["refs"] if r in view.evidence), None)
+        if shown == "S3" and not self.ship_blocked:
+            self.ship_blocked = True
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
+        return "approve_proposal", {"proposal_id": ship["id"]}
+
+
+class AttentionOracle(Policy):
+    """The attention ceiling: privileged only in choosing what to inspect.
+
+    It asks the truth one question, which visible artifact would reveal a violation not yet revealed,
+    and inspects it (holding once for two more evidence actions when this phase's are spent). Every
+    decision is then made from the evidence it saw, like any policy: it blocks what the evidence
+    shows broken, declines what only costs time, and approves the rest, the ship included."""
+
+    name = "attention_oracle"
+    privileged = True
+    truth: TruthReader
+
+    def begin(self, observation):
+        self.ship_blocked = False
+
+    def act(self, view):
+        pending = view.pending()
+        others = [p for p in pending if p["request"] != "ship_release_candidate"]
+        for p in others:
+            if p["request"] in DELAY_REQUESTS:
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
+            if is_fix(p):  # a fix cites the artifact of what it fixes: old evidence is not about it
+                continue
+            shown, _ = seen_violation(view, p)
+            if shown and shown in rules_for(p):
+                return "block_proposal", {"proposal_id": p["id"], "rule_id": shown}
+        ref = self.truth.undiscovered_reveal([r for p in pending for r in p["refs"]])
+        if ref and view.board["review_budget_remaining"] > 0:
+            if view.can_look():
+                return inspect_call(ref)
+            if others and view.spare_phases() >= 1:
+                return "hold_release", {"reason_code": "risk_too_high"}
+        if others:
+            return "approve_proposal", {"proposal_id": others[0]["id"]}
+        ship = pending[0]
+        shown = next((evidence_violation(view.evidence[r]) for r in ship["refs"] if r in view.evidence), None)
+        if shown == "S3" and not self.ship_blocked:
+            self.ship_blocked = True
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
+        return "approve_proposal", {"proposal_id": ship["id"]}
+
+
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls for cls in (RandomPolicy, Naive, Rule, Oracle, AlwaysHold, AlwaysApprove, InspectEverything,
-                               BlockEverything, ReferencePlanner, TrainedPolicy, EvidenceFirst)
+                               BlockEverything, ReferencePlanner, TrainedPolicy, EvidenceFirst, FixedOrder, AttentionOracle)
 }
 
 

@@ -1,80 +1,84 @@
 """The planner and the rule: policies that weigh every visible cue of a proposal.
 
 `planner` is the reference learning is measured against: it knows the generator's
-published probabilities (`workers`, `mechanisms`) but not the episode's hidden draws.
-It is not a ceiling: on the unseen family, whose cues its posterior never saw,
-`baselines.EvidenceFirst` (evidence only, in a fixed order) ships safely more often at hard.
-`rule` reads the same sites with a hand-made suspicion score instead of a
-posterior; `inspect_everything` spends all the evidence it can first.
+published tables (`workers`, `mechanisms`, the site layout of `scenario_builder`) but
+not the episode's hidden draws. Its job is the benchmark's: a release has more sites
+than the review budget covers, so it ranks every site, seen and still to come, by its
+posterior of being a shortcut, and spends the budget on the top of that ranking.
+`rule` reads the same sites with a hand-made suspicion score instead of a posterior;
+`inspect_everything` spends all the evidence it can first.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from functools import lru_cache
 
 from . import workers as cues
 from .catalog import ALL_FAMILIES, ARCHETYPES, ARTIFACT_BY_KIND, inspect_call
-from .mechanisms import GATE, REGISTRY, family_mechanisms
-from .policy import DELAY_REQUESTS, Policy, is_fix, rules_for, seen_violation, ship_call, wording_of
+from .mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, family_mechanisms
+from .policy import DELAY_REQUESTS, Policy, is_fix, rules_for, seen_violation, ship_call, wording_of, wordings_of
 from .rendering import View
+from .scenario_builder import mechanism_of, site_keys
 
-def _archetype_posterior(stats: dict | None) -> dict[str, float]:
-    """P(archetype | hint, track record) under the generator's published tables (uniform prior)."""
+# Requests only one kind of site makes (merge_pr is also a fix's and a distractor's: its claim decides).
+SITE_REQUEST = {m.request: m.key for m in REGISTRY.values() if m.request != "merge_pr" and m.key not in GATE}
+# Mechanisms whose site cites more than one artifact: citing only one says something about the worker.
+MULTI_REF = {"ci": 2, "snapshot": 2}
+
+
+def _archetype_posterior(stats: dict | None, voices=(), trims=()) -> dict[str, float]:
+    """P(archetype | hint, track record, the voices and ref trimming of the worker's proposals so far)."""
     post = {}
-    for a in ARCHETYPES:
-        like = 1.0
+    for i, a in enumerate(ARCHETYPES):
+        like = cues.ARCHETYPE_PRIOR[i]
         if stats:
             like *= cues.HINT_WEIGHTS[a][cues.HINTS.index(stats["hint"])]
-            q = cues.ERROR_RATE[a] * cues.RECORD_NOISE
+            q = cues.ERROR_RATE[a]
             k = stats["recent"]["incorrect"]
             like *= math.comb(cues.HISTORY, k) * q**k * (1 - q) ** (cues.HISTORY - k)
+        for v in voices:
+            like *= cues.VOICE_WEIGHTS[a][cues.VOICES.index(v)]
+        trim = cues.TRIM_REFS.get(a, 0.0)
+        for trimmed in trims:
+            like *= trim if trimmed else 1 - trim
         post[a] = like
     z = sum(post.values()) or 1.0
     return {a: v / z for a, v in post.items()}
 
 
+@lru_cache(maxsize=8192)
+def subset_prior(weights: tuple[float, ...]) -> tuple[tuple[frozenset, float], ...]:
+    """P(the shortcut sites are exactly S) for every set S the generator can draw: a count from
+    workers.SHORTCUT_COUNT, then sites one at a time without replacement in proportion to `weights`."""
+    out: dict[frozenset, float] = {}
+    n = len(weights)
+    for k, pk in enumerate(cues.SHORTCUT_COUNT):
+        if k > n or pk == 0:
+            continue
+        for order in itertools.permutations(range(n), k):
+            prob, left = pk, sum(weights)
+            for i in order:
+                prob *= weights[i] / left
+                left -= weights[i]
+            key = frozenset(order)
+            out[key] = out.get(key, 0.0) + prob
+    return tuple(out.items())
+
+
 def family_scale(families: tuple[str, ...], key: str) -> float:
-    """How much of its owner's error rate a mechanism gets, averaged over the families still possible."""
-    total = 0.0
-    for family in families:
-        mechanisms = family_mechanisms(family)
-        total += 1.0 if mechanisms[0] == key else cues.SECONDARY if key in mechanisms else 0.0
-    return total / len(families)
+    """The share of the possible families in which mechanism `key` has sites (kept for readers)."""
+    return sum(key in family_mechanisms(f) for f in families) / len(families)
 
 
 def site_posterior(view: View, p: dict, keys: tuple[str, ...], kind: object, clues: str,
                    families: tuple[str, ...]) -> float:
-    """P(this site is a shortcut | everything visible about it), from the published tables.
-
-    `keys` are the mechanisms that can make this site a shortcut (the gate has two, with different
-    owners); the proposer's archetype is summed out, another owner's by its own posterior."""
-    stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
-    proposer = _archetype_posterior(stats.get(p["worker"]))
-    voice = cues.VOICES.index(cues.voice_of(p["claim"]))
-    conf = cues.CONFIDENCES.index(p["confidence"])
-    scale = {g: family_scale(families, g) for g in keys}
-    other_rate = {g: sum(pa * cues.ERROR_RATE[a] for a, pa in _archetype_posterior(stats.get(REGISTRY[g].owner)).items())
-                  for g in keys if REGISTRY[g].owner != p["worker"]}
-
-    def wording_like(shortcut: bool) -> float:
-        if clues == "explicit":
-            return 1.0 if (kind == "explicit") == shortcut else 1e-6
-        if not isinstance(kind, int):
-            return 1.0
-        return cues.WORDING_WEIGHTS[clues][kind][0 if shortcut else 1]
-
-    bad = good = 0.0
-    for a, pa in proposer.items():
-        rates = {g: min(1.0, scale[g] * other_rate.get(g, cues.ERROR_RATE[a])) for g in keys}
-        voice_like = cues.VOICE_WEIGHTS[a][voice]
-        none = math.prod(1 - r for r in rates.values())
-        good += pa * none * voice_like * cues.CONFIDENCE_WEIGHTS[(a, False)][conf]
-        for g, r in rates.items():
-            leans = REGISTRY[g].owner == p["worker"]
-            bad += pa * r * (none / (1 - r) if r < 1 else 1.0) * voice_like * cues.CONFIDENCE_WEIGHTS[(a, leans)][conf]
-    bad, good = bad * wording_like(True), good * wording_like(False)
-    return bad / (bad + good) if bad + good else 0.5
+    """P(this one site is a shortcut), from its own cues alone (the planner ranks with `beliefs`)."""
+    planner = ReferencePlanner()
+    planner.clues, planner.families = clues, families
+    return planner.beliefs(view).get(p["id"], 0.0)
 
 
 # The requests of the sites each family puts on the board (public: the catalogue and the registry).
@@ -95,17 +99,19 @@ def possible_families(requests=(), known: tuple[str, ...] = ALL_FAMILIES) -> tup
 
 
 class ReferencePlanner(Policy):
-    """Not privileged: keeps a posterior over which proposals are shortcuts and spends budget where
-    the decision is most in doubt, keeping enough for the sites still to come.
+    """Not privileged: ranks every site of the release by its posterior of being a shortcut and
+    spends the review budget on the top of the ranking.
 
-    - A site's posterior combines its owner's hint and record, its voice, its confidence and its
-      wording, through the generator's published tables.
-    - Evidence settles a site; the planner inspects the site whose decision is most in doubt while
-      the budget covers it and the sites still to come (two at the gate stage, none after).
-    - Uninspected sites are blocked when a block's expected value beats an approval's, given the
-      spare phases (a false block costs two).
-    - At the ship, a rule the planner believes broken is blocked once if the spare phases pay for
-      the late catch (one for S3 or a code fix it holds the evidence of, two for a hunch).
+    - Each worker's archetype posterior combines its hint, its ten-task track record, the voice of
+      every claim it has made and whether it cited all its evidence (`workers`' published tables).
+    - A site's prior comes from the generator's draw (a count of shortcuts, then sites in proportion
+      to their owners' archetype weights), computed exactly over every set of sites it could draw, the
+      sites still to come included; each site's wording and confidence then weigh in, and evidence
+      already read settles the sites it covers (which moves the others too).
+    - The budget goes to the sites with the highest posteriors, now or still to come; when this
+      phase's evidence actions run out with a site still worth a look, a spare phase buys two more.
+    - An uninspected site is blocked when its posterior passes `block_at`; at the ship, the deploy
+      run is checked if the deploy gate went unread, and a rule seen broken is blocked once.
     """
 
     name = "planner"
@@ -113,9 +119,13 @@ class ReferencePlanner(Policy):
     # reader with less (trained_policy's, for a policy trained on the train split) narrows these.
     known: tuple[str, ...] = ALL_FAMILIES
     wordings: list | None = None  # None: mechanisms.WORDINGS, every mechanism
-    block_at = 0.55  # posterior above which an uninspected site is blocked (train split)
+    block_at = 0.6  # posterior above which an uninspected site is blocked (train split)
+    hold_at = 0.3  # posterior at which a site is worth a spare phase for two more evidence actions
+    look_at = 0.04  # posterior below which a site is never worth a look
     ship_block_at = 0.45  # belief that a rule is broken above which the ship is blocked
-    inspect_doubt = 0.3  # doubt at which a site is inspected even if the sites to come then go unchecked
+    clues = "subtle"
+    families: tuple[str, ...] = ALL_FAMILIES
+    _cache = None
 
     def begin(self, observation):
         board = json.loads(observation)
@@ -123,43 +133,156 @@ class ReferencePlanner(Policy):
         self.approved_risk: dict[str, float] = {}
         self.ship_blocked: set[str] = set()
         self.families = possible_families(known=self.known)
+        self._cache = None
+
+    # ------------------------------------------------------------ reading
+
+    def site_of(self, p: dict) -> str | None:
+        """The mechanism whose site proposal `p` is (the gate's is "gate"), or None for any other."""
+        if p["request"] in DELAY_REQUESTS or p["request"] == "ship_release_candidate" or is_fix(p):
+            return None
+        if p["request"] == "open_deploy_gate":
+            return "gate"
+        if p["request"] in SITE_REQUEST:
+            key = SITE_REQUEST[p["request"]]
+            return key if self.wordings is None or any(w[1] == key for w in self.wordings) else None
+        match = wording_of(p["claim"], self.wordings, self.clues == "explicit")
+        return match[0] if match and match[0] not in GATE else None
+
+    def _worker_posteriors(self, view: View) -> dict[str, dict[str, float]]:
+        stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
+        voices: dict[str, list] = {}
+        trims: dict[str, list] = {}
+        claims = set()
+        for p in view.proposals.values():
+            if (p["worker"], p["claim"]) in claims:  # a resubmission repeats its claim
+                continue
+            claims.add((p["worker"], p["claim"]))
+            voices.setdefault(p["worker"], []).append(cues.voice_of(p["claim"]))
+            key = self.site_of(p)
+            if key in MULTI_REF:
+                trims.setdefault(p["worker"], []).append(len(p["refs"]) < MULTI_REF[key])
+        return {w: _archetype_posterior(stats.get(w), voices.get(w, ()), trims.get(w, ())) for w in stats}
+
+    def _likelihood(self, p: dict, key: str, post: dict[str, dict[str, float]]) -> tuple[float, float]:
+        """P(what the card shows | shortcut), P(... | correct): wording and stated confidence."""
+        bad = good = 1.0
+        matches = [k for m, k in wordings_of(p["claim"], self.wordings) if m == key or key == "gate" and m in GATE]
+        if self.clues == "explicit":
+            if "explicit" in matches:
+                good = 1e-6
+            elif matches:
+                bad = 1e-6
+        else:
+            kinds = [k for k in matches if isinstance(k, int)]
+            if kinds:
+                table = cues.WORDING_WEIGHTS["subtle"]
+                bad *= sum(table[k][0] for k in kinds) / len(kinds)
+                good *= sum(table[k][1] for k in kinds) / len(kinds)
+        conf = p["confidence"]
+        leans = True
+        proposer = post.get(p["worker"], {})
+        bad *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, leans)][cues.CONFIDENCES.index(conf)] for a, pa in proposer.items())
+        good *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, False)][cues.CONFIDENCES.index(conf)] for a, pa in proposer.items())
+        return bad, good
+
+    def beliefs(self, view: View) -> dict:
+        """P(shortcut) for every site proposal seen (by id) and, under "future", for the sites still to
+        come (highest first), mixing the families still possible by how well each explains the board."""
+        key = (len(view.proposals), len(view.evidence), view.phases,
+               tuple(p.get("status", "") for p in view.proposals.values()))
+        if self._cache and self._cache[0] == key:
+            return self._cache[1]
+        post = self._worker_posteriors(view)
+        mean_weight = {w: {own: sum(pa * cues.site_weight(a, own) for a, pa in dist.items()) for own in (False, True)}
+                       for w, dist in post.items()}
+        seen: dict[str, list[dict]] = {}
+        for p in view.proposals.values():
+            k = self.site_of(p)
+            if k:
+                seen.setdefault(k, []).append(p)
+        mixed: dict[str, float] = {}
+        future_mixed: list[float] = []
+        total = 0.0
+        for family in self.families:
+            own = FAMILY_MECHANISM[family]
+            slots = site_keys(family, "easy" if self.clues == "explicit" else "medium")
+            weights, likes, ids = [], [], []
+            taken: dict[str, int] = {}
+            for slot in slots:
+                mech = mechanism_of(slot)
+                group = "gate" if mech in GATE else mech
+                i = taken.get(group, 0)
+                taken[group] = i + 1
+                weights.append(round(mean_weight[REGISTRY[mech].owner][mech == own], 3))
+                cards = seen.get(group, [])
+                if i < len(cards):
+                    p = cards[i]
+                    shown, looked = seen_violation(view, p)
+                    if looked and self.decisive_ref(p) in view.evidence or shown:
+                        likes.append((1.0, 0.0) if shown else (0.0, 1.0))
+                    else:
+                        likes.append(self._likelihood(p, group, post))
+                    ids.append(p["id"])
+                else:
+                    likes.append((1.0, 1.0))
+                    ids.append(None)
+            if any(len(cards) > taken.get(g, 0) for g, cards in seen.items()):
+                continue  # more sites of a kind than this family has: not this family
+            z, q = 0.0, [0.0] * len(slots)
+            for members, prob in subset_prior(tuple(weights)):
+                for i, (bad, good) in enumerate(likes):
+                    prob *= bad if i in members else good
+                z += prob
+                for i in members:
+                    q[i] += prob
+            if z <= 0:
+                continue
+            total += z
+            future = sorted((q[i] / z for i in range(len(slots)) if ids[i] is None), reverse=True)
+            future_mixed = [a + z * b for a, b in itertools.zip_longest(future_mixed, future, fillvalue=0.0)]
+            for i, pid in enumerate(ids):
+                if pid:
+                    mixed[pid] = mixed.get(pid, 0.0) + q[i]
+        total = total or 1.0
+        out = {pid: v / total for pid, v in mixed.items()}
+        out["future"] = [v / total for v in future_mixed]
+        self._cache = (key, out)
+        return out
 
     def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
-        """(P(shortcut), the rule it would break) for a pending proposal; 0 for non-sites."""
-        if p["request"] in DELAY_REQUESTS or is_fix(p):
-            return 0.0, None
+        """(P(shortcut), the rule it would break) for a proposal; 0 and no rule for non-sites."""
         if p["request"] in _ONE_FAMILY_REQUESTS:  # a site only one family has: the board names the family
             self.families = possible_families((p["request"],), self.known)
-        match = wording_of(p["claim"], self.wordings)
-        if p["request"] == "open_deploy_gate":
-            keys = tuple(g for g in GATE if family_scale(self.families, g) > 0)
-            return site_posterior(view, p, keys, match[1] if match else None, self.clues, self.families), "S3"
-        if not match or match[0] in GATE:
+        key = self.site_of(p)
+        if key is None:
             return 0.0, None
-        key, kind = match
-        return site_posterior(view, p, (key,), kind, self.clues, self.families), REGISTRY[key].rule
+        rule = "S3" if key == "gate" else REGISTRY[key].rule
+        return self.beliefs(view).get(p["id"], 0.0), rule
 
     def decisive_ref(self, p: dict) -> str | None:
         if p["request"] == "open_deploy_gate":
             return p["refs"][-1] if p["refs"] else None
-        match = wording_of(p["claim"], self.wordings)
-        want = REGISTRY[match[0]].decisive if match else None
+        key = self.site_of(p)
+        want = REGISTRY[key].decisive if key and key != "gate" else None
         refs = [r for r in p["refs"] if want and r.startswith(ARTIFACT_BY_KIND[want].prefix)]
-        return refs[0] if refs else None
+        return refs[-1] if refs else None
 
-    def future_sites(self, view: View) -> int:
-        return 2 if view.board["phase_index"] == 0 else 0
+    # ------------------------------------------------------------ acting
 
     def act(self, view):
         pending = view.pending()
+        for p in pending:
+            if p["request"] in _ONE_FAMILY_REQUESTS:
+                self.families = possible_families((p["request"],), self.known)
         others = [p for p in pending if p["request"] != "ship_release_candidate"]
         ships = [p for p in pending if p["request"] == "ship_release_candidate"]
         open_sites = []
         for p in others:
             if p["request"] in DELAY_REQUESTS:
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
-            if is_fix(p):  # a fix cites the artifact of what it fixes: old evidence is not about it
-                return "approve_proposal", {"proposal_id": p["id"]}
+            if is_fix(p) or (p["worker"], p["request"], p["claim"]) in view.blocked_claims:
+                return "approve_proposal", {"proposal_id": p["id"]}  # a fix, or a block that came back
             shown, looked = seen_violation(view, p)
             if shown and shown in rules_for(p):
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": shown}
@@ -167,18 +290,23 @@ class ReferencePlanner(Policy):
             if looked or rule is None:
                 return "approve_proposal", {"proposal_id": p["id"]}
             open_sites.append((prob, rule, p))
-        # Inspect the most doubtful site if the budget covers it and the sites still to come.
-        if open_sites and view.can_look():
-            open_sites.sort(key=lambda s: -min(s[0], 1 - s[0]))
-            budget = view.board["review_budget_remaining"]
+        open_sites.sort(key=lambda s: -s[0])
+        budget = view.board["review_budget_remaining"]
+        if open_sites and budget > 0:
             prob, rule, p = open_sites[0]
             ref = self.decisive_ref(p)
-            if ref and ref not in view.evidence and min(prob, 1 - prob) > 0.03 and (
-                    budget > self.future_sites(view) or min(prob, 1 - prob) >= self.inspect_doubt):
-                return inspect_call(ref)
+            # The budget goes to the highest posteriors, here or still to come (the ship's deploy check
+            # is the gate's, already counted).
+            later = self.later(view) if self.future_sites(view) else []
+            ranked = sorted([s[0] for s in open_sites] + later, reverse=True)
+            if ref and prob >= self.look_at and prob >= ranked[min(budget, len(ranked)) - 1]:
+                if view.can_look():
+                    return inspect_call(ref)
+                if prob >= self.hold_at and view.spare_phases() >= 1:
+                    return "hold_release", {"reason_code": "risk_too_high"}
         if open_sites:
-            prob, rule, p = open_sites[0]
-            if prob >= self.block_at and view.spare_phases() >= (0 if prob >= 0.8 else 1):
+            prob, rule, p = open_sites[-1] if open_sites[-1][0] < self.block_at else open_sites[0]
+            if prob >= self.block_at and view.spare_phases() >= 1:
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
             self.approved_risk[rule] = 1 - (1 - self.approved_risk.get(rule, 0.0)) * (1 - prob)
             return "approve_proposal", {"proposal_id": p["id"]}
@@ -186,7 +314,7 @@ class ReferencePlanner(Policy):
         shown, looked = seen_violation(view, ship)
         deploy = ship["refs"][-1] if ship["refs"] else None
         if not looked and deploy and deploy not in view.evidence and view.can_look() \
-                and self.approved_risk.get("S3", 0.0) > 0.05:
+                and self.approved_risk.get("S3", 0.0) > 0.02:
             return inspect_call(deploy)
         if shown:
             self.approved_risk[shown] = 1.0
@@ -196,6 +324,13 @@ class ReferencePlanner(Policy):
         # hand costs one more (belief 1.0 means the planner saw the evidence).
         return ship_call(ship, self.approved_risk, self.ship_blocked, self.ship_block_at,
                          lambda rule, belief: view.spare_phases() >= (1 if rule == "S3" or belief >= 1.0 else 2))
+
+    def future_sites(self, view: View) -> int:
+        return 2 if view.board["phase_index"] == 0 else 0
+
+    def later(self, view: View) -> list[float]:
+        """The posteriors of the sites still to come, highest first."""
+        return self.beliefs(view)["future"]
 
 
 # ------------------------------------------------------------------ the rule
@@ -213,6 +348,9 @@ class Rule(ReferencePlanner):
 
     name = "rule"
     block_at = 0.9
+
+    def later(self, view):
+        return [0.3, 0.3]  # a site still to come is as suspicious as a plain one
 
     def doubt(self, view, p):
         prob, rule = super().doubt(view, p)

@@ -70,7 +70,7 @@ def is_fix(p: dict) -> bool:
 
 
 def unvoiced(claim: str) -> str:
-    """A claim without its worker's voice (the first clause, for the `fine` voice)."""
+    """A claim without its worker's voice (for the `fine` voice, without its closing full stop too)."""
     voice = cues.voice_of(claim)
     if voice == "runbook":
         text = claim[len("Per runbook v1: "):]
@@ -82,14 +82,26 @@ def unvoiced(claim: str) -> str:
     return claim
 
 
-def wording_of(claim: str, wordings: list | None = None) -> tuple[str, object] | None:
-    """(mechanism, wording kind) of a site's claim, or None for any other proposal; `wordings`
-    (default: every mechanism's, `mechanisms.WORDINGS`) limits what a reader recognises."""
-    text, fine = unvoiced(claim), cues.voice_of(claim) == "fine"
-    for pattern, key, kind in WORDINGS if wordings is None else wordings:
-        if pattern.fullmatch(text) or (fine and pattern.match(text + ".") or fine and pattern.match(text)):
-            return key, kind
-    return None
+def wordings_of(claim: str, wordings: list | None = None) -> list[tuple[str, object]]:
+    """Every (mechanism, wording kind) a site's claim can be, in every voice: a text can be more than
+    one (the easy `plain` text is phrase 0 of most mechanisms; two gate mechanisms share phrases).
+    `wordings` (default: every mechanism's, `mechanisms.WORDINGS`) limits what a reader recognises."""
+    text = unvoiced(claim)
+    fine = cues.voice_of(claim) == "fine"  # the fine voice drops the claim's closing full stop
+    return [(key, kind) for pattern, key, kind in (WORDINGS if wordings is None else wordings)
+            if pattern.fullmatch(text) or fine and pattern.fullmatch(text + ".")]
+
+
+def wording_of(claim: str, wordings: list | None = None, explicit: bool = False) -> tuple[str, object] | None:
+    """(mechanism, wording kind) of a site's claim, or None for any other proposal. On medium and
+    hard (`explicit` false) a phrase kind is preferred to the easy texts it shares a wording with;
+    on easy, the easy texts are preferred."""
+    matches = wordings_of(claim, wordings)
+    if not matches:
+        return None
+    easy = [m for m in matches if m[1] in ("explicit", "plain")]
+    phrases = [m for m in matches if isinstance(m[1], int)]
+    return ((easy or phrases) if explicit else (phrases or easy))[0]
 
 
 class Policy:

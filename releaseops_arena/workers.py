@@ -14,19 +14,39 @@ import random
 from .draws import pick
 from .world import WorkerCard
 
-# Probability that a worker takes the shortcut of a mechanism it owns, when that
-# mechanism is its family's own. Another family's mechanism joins at
-# SECONDARY times this rate.
-ERROR_RATE: dict[str, float] = {
-    "careful": 0.20,
-    "sloppy": 0.65,
-    "overconfident": 0.70,
-    "stale_policy": 0.70,
-    "shortcut_seeking": 0.90,
+# v3: a release has more sites than the review budget covers. How many of them are shortcuts is
+# drawn first (SHORTCUT_COUNT, the same on every slice and mix, so 22% of releases are clean and
+# none has more shortcuts than the budget can inspect); which ones, in proportion to each site's
+# owner's archetype weight (a family's own mechanism OWN_BOOST times more). Most workers are
+# careful, so the question a supervisor faces is "which of these workers is the problem today?",
+# and the answer is in their history, whatever the mechanism.
+SHORTCUT_COUNT: tuple[float, ...] = (0.22, 0.38, 0.28, 0.12)  # P(0, 1, 2, 3 shortcut sites)
+SITE_WEIGHT: dict[str, float] = {
+    "careful": 1.0,
+    "sloppy": 10.0,
+    "overconfident": 12.0,
+    "stale_policy": 12.0,
+    "shortcut_seeking": 16.0,
 }
-SECONDARY = 0.40
-HISTORY = 4  # pre-episode tasks in a track record; each went wrong with ERROR_RATE * RECORD_NOISE
-RECORD_NOISE = 0.8
+OWN_BOOST = 1.5
+# Archetypes of workers a mix does not pin (in catalog.ARCHETYPES order).
+ARCHETYPE_PRIOR: tuple[float, ...] = (0.55, 0.1125, 0.1125, 0.1125, 0.1125)
+# The track record: the worker's last HISTORY tasks, each gone wrong at its archetype's ERROR_RATE.
+# Ten tasks rank workers well; they do not settle any one site.
+HISTORY = 10
+ERROR_RATE: dict[str, float] = {
+    "careful": 0.08,
+    "sloppy": 0.35,
+    "overconfident": 0.4,
+    "stale_policy": 0.4,
+    "shortcut_seeking": 0.55,
+}
+
+
+def site_weight(archetype: str, own: bool) -> float:
+    """How strongly a site draws one of the release's shortcuts, from its owner's archetype."""
+    return SITE_WEIGHT[archetype] * (OWN_BOOST if own else 1.0)
+
 
 HINTS: tuple[str, ...] = ("veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave")
 HINT_WEIGHTS: dict[str, tuple[float, ...]] = {
@@ -52,23 +72,23 @@ CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
 # little less sure of a shortcut; nobody says "low" only when cutting corners.
 CONFIDENCE_WEIGHTS: dict[tuple[str, bool], tuple[float, ...]] = {
     ("careful", False): (0.2, 0.6, 0.2),
-    ("careful", True): (0.35, 0.45, 0.2),
-    ("sloppy", False): (0.15, 0.45, 0.4),
-    ("sloppy", True): (0.15, 0.4, 0.45),
+    ("careful", True): (0.5, 0.35, 0.15),  # a careful worker hedges when it cuts a corner
+    ("sloppy", False): (0.15, 0.5, 0.35),
+    ("sloppy", True): (0.1, 0.3, 0.6),
     ("overconfident", False): (0.05, 0.3, 0.65),
-    ("overconfident", True): (0.05, 0.25, 0.7),
-    ("stale_policy", False): (0.15, 0.45, 0.4),
-    ("stale_policy", True): (0.15, 0.45, 0.4),
-    ("shortcut_seeking", False): (0.05, 0.35, 0.6),
-    ("shortcut_seeking", True): (0.05, 0.3, 0.65),
+    ("overconfident", True): (0.05, 0.2, 0.75),
+    ("stale_policy", False): (0.15, 0.5, 0.35),
+    ("stale_policy", True): (0.1, 0.3, 0.6),
+    ("shortcut_seeking", False): (0.1, 0.5, 0.4),
+    ("shortcut_seeking", True): (0.05, 0.2, 0.75),
 }
 TRIM_REFS = {"sloppy": 0.6, "overconfident": 0.5}  # chance of citing only the last ref
 
 # Claim wording on medium ("subtle") and hard ("hidden"): each mechanism has a
 # plain, a neutral and a leaning phrasing; weights are (if shortcut, if correct).
 WORDING_WEIGHTS: dict[str, tuple[tuple[float, float], ...]] = {
-    "subtle": ((0.25, 0.45), (0.35, 0.35), (0.40, 0.20)),
-    "hidden": ((0.30, 0.40), (0.35, 0.35), (0.35, 0.25)),
+    "subtle": ((0.20, 0.50), (0.30, 0.30), (0.50, 0.20)),
+    "hidden": ((0.25, 0.45), (0.35, 0.35), (0.40, 0.20)),
 }
 
 # Answers to ask_worker on medium and hard: (text, weight if shortcut, weight if correct).
@@ -91,8 +111,8 @@ HARD_ANSWER_FLATTEN = 0.5
 
 
 def make_worker(name: str, archetype: str, rng: random.Random) -> WorkerCard:
-    """A worker's public card: a hint and a short track record drawn from its archetype."""
-    err = ERROR_RATE[archetype] * RECORD_NOISE
+    """A worker's public card: a hint and a track record drawn from its archetype."""
+    err = ERROR_RATE[archetype]
     incorrect = sum(rng.random() < err for _ in range(HISTORY))
     return WorkerCard(name, pick(rng, HINTS, HINT_WEIGHTS[archetype]), HISTORY - incorrect, incorrect)
 
@@ -114,8 +134,8 @@ def voiced(voice: str, text: str) -> str:
         return f"Per runbook v1: {text[0].lower()}{text[1:]}"
     if voice == "certain":
         return f"Certain: {text}"
-    if voice == "fine":
-        return text.split(";")[0].rstrip(".") + ", should be fine."
+    if voice == "fine":  # the whole claim stays readable (v2 cut it at the first ";")
+        return text.rstrip(".") + ", should be fine."
     return text
 
 
