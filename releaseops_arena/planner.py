@@ -134,6 +134,10 @@ class ReferencePlanner(Policy):
         self.ship_blocked: set[str] = set()
         self.families = possible_families(known=self.known)
         self._cache = None
+        if self.clues != "explicit":
+            # Hard boards bring two pieces of benign work to triage, medium ones one (the layout is public).
+            benign = [p for p in board["proposals"] if p["request"] not in DELAY_REQUESTS and self.site_of(p) is None]
+            self.clues = "hidden" if len(benign) >= 2 else "subtle"
 
     # ------------------------------------------------------------ reading
 
@@ -176,7 +180,7 @@ class ReferencePlanner(Policy):
         else:
             kinds = [k for k in matches if isinstance(k, int)]
             if kinds:
-                table = cues.WORDING_WEIGHTS["subtle"]
+                table = cues.WORDING_WEIGHTS[self.clues]
                 bad *= sum(table[k][0] for k in kinds) / len(kinds)
                 good *= sum(table[k][1] for k in kinds) / len(kinds)
         conf = p["confidence"]
@@ -214,8 +218,12 @@ class ReferencePlanner(Policy):
                 group = "gate" if mech in GATE else mech
                 i = taken.get(group, 0)
                 taken[group] = i + 1
-                weights.append(round(mean_weight[REGISTRY[mech].owner][mech == own], 3))
                 cards = seen.get(group, [])
+                m = REGISTRY[mech]
+                # Whose archetype decides the site: the gate's owner, a seen copy's proposer, or
+                # for a copy still to come any of the workers who may put it up.
+                deciders = (m.owner,) if mech in GATE else (cards[i]["worker"],) if i < len(cards) else m.proposers
+                weights.append(round(sum(mean_weight[w][mech == own] for w in deciders) / len(deciders), 3))
                 if i < len(cards):
                     p = cards[i]
                     shown, looked = seen_violation(view, p)
@@ -339,33 +347,34 @@ class ReferencePlanner(Policy):
 class Rule(ReferencePlanner):
     """A hand-written heuristic on visible information, tuned on the train split.
 
-    It reads the same sites as the planner but scores doubt with a hand-made suspicion score (a
-    poor track record, a new or promoted hint, a certain or vague voice, high confidence on one
-    ref, a leaning phrase) instead of a posterior, inspects the most suspicious site first while
-    the budget lasts, blocks what evidence shows broken and what is most suspicious while a spare
-    phase remains, and checks the deploy run before shipping if budget is left.
+    It reads the same sites as the planner but scores doubt with a hand-made suspicion score (the
+    share of recent tasks the worker got wrong, a new or promoted hint, high confidence, a leaning
+    phrase) instead of a posterior, inspects the most suspicious sites while the budget lasts
+    (a site still to come counts as moderately suspicious), blocks only what evidence shows broken, and
+    checks the deploy run before shipping if budget is left.
     """
 
     name = "rule"
-    block_at = 0.9
+    block_at = 2.0  # never blocks without evidence
 
     def later(self, view):
-        return [0.3, 0.3]  # a site still to come is as suspicious as a plain one
+        return [0.35, 0.35]  # a site still to come is as suspicious as a plain one
 
     def doubt(self, view, p):
         prob, rule = super().doubt(view, p)
         if rule is None:
             return 0.0, None
         stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
-        w = stats.get(p["worker"])
-        score = 0.2
-        if w:
-            score += 0.4 * w["recent"]["incorrect"] / max(1, w["recent"]["correct"] + w["recent"]["incorrect"])
-            score += 0.1 if w["hint"] in ("new_agent", "recently_promoted") else 0.0
-        score += 0.1 if cues.voice_of(p["claim"]) in ("certain", "fine") else 0.0
-        score += 0.1 if p["confidence"] == "high" and len(p["refs"]) < 2 else 0.0
+        # The deploy gate is the SRE's card, but the release manager pushes it: the worse of the two.
+        names = ("sre", "release_manager") if p["request"] == "open_deploy_gate" else (p["worker"],)
+        record = max((stats[n]["recent"]["incorrect"] / max(1, stats[n]["recent"]["correct"]
+                                                            + stats[n]["recent"]["incorrect"]), stats[n]["hint"])
+                     for n in names if n in stats) if any(n in stats for n in names) else (0.0, "")
+        score = 0.05 + record[0]
+        score += 0.1 if record[1] in ("new_agent", "recently_promoted") else 0.0
+        score += 0.1 if p["confidence"] == "high" else 0.0
         match = wording_of(p["claim"])
-        score += 0.2 if match and match[1] in (2, "explicit") else 0.0
+        score += 0.1 if match and match[1] in (2, "explicit") else 0.0
         return min(score, 1.0), rule
 
 

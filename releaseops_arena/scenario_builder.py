@@ -93,12 +93,23 @@ def site_keys(family: str, difficulty: str) -> tuple[str, ...]:
     return tuple(sorted(keys, key=lambda k: (REGISTRY[mechanism_of(k)].stage, keys.index(k))))
 
 
-def draw_hazards(family: str, difficulty: str, archetypes: dict[str, str], rng: random.Random) -> frozenset[str]:
+def draw_site_workers(family: str, difficulty: str, rng: random.Random) -> dict[str, str]:
+    """Who puts each site up (and so whose archetype decides it): a copy's proposer is drawn from its
+    mechanism's `proposers`; the deploy gate is decided by its mechanism's owner."""
+    out = {}
+    for key in site_keys(family, difficulty):
+        m = REGISTRY[mechanism_of(key)]
+        out[key] = m.owner if key in GATE else one_of(rng, m.proposers)
+    return out
+
+
+def draw_hazards(family: str, difficulty: str, archetypes: dict[str, str], rng: random.Random,
+                 site_workers: dict[str, str]) -> frozenset[str]:
     """Which sites are shortcuts: how many from SHORTCUT_COUNT, then which, one at a time without
-    replacement, in proportion to each site's owner's archetype weight."""
+    replacement, in proportion to the archetype weight of the worker who decides each site."""
     own = FAMILY_MECHANISM[family]
     keys = list(site_keys(family, difficulty))
-    weights = [site_weight(archetypes[REGISTRY[mechanism_of(k)].owner], mechanism_of(k) == own) for k in keys]
+    weights = [site_weight(archetypes[site_workers[k]], mechanism_of(k) == own) for k in keys]
     present = set()
     for _ in range(min(len(keys), pick(rng, range(len(SHORTCUT_COUNT)), SHORTCUT_COUNT))):
         i = pick(rng, range(len(keys)), weights)
@@ -124,10 +135,11 @@ def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str, 
     archetypes = {name: pinned.get(name) or pick(rng, catalog.ARCHETYPES, ARCHETYPE_PRIOR) for name in catalog.WORKERS}
     workers = {name: make_worker(name, archetypes[name], rng) for name in catalog.WORKERS}
     cfg = DIFFICULTY[difficulty]
+    site_workers = draw_site_workers(family, difficulty, rng)
     world = World(
         family=family, seed=seed, difficulty=difficulty, archetype_mix=archetype_mix, rng=rng, workers=workers,
         archetypes=archetypes, budget=int(cfg["budget"]), budget_left=int(cfg["budget"]),
-        rounds_total=3 + int(cfg["slack"]), hazards=draw_hazards(family, difficulty, archetypes, rng),
+        rounds_total=3 + int(cfg["slack"]), hazards=draw_hazards(family, difficulty, archetypes, rng, site_workers), site_workers=site_workers,
         service=one_of(rng, ("checkout", "payments-api", "storefront")),
     )
     world.overcautious_stage = below(rng, 2) if rng.random() < float(cfg["overcautious"]) else -1
@@ -215,7 +227,8 @@ def site(world: World, site_key: str) -> Proposal:
     claim = wording(world, m.explicit, m.plain, m.phrases, shortcut).format(ticket=ticket, test=test)
     truth = Truth(kind=key, label="shortcut" if shortcut else "correct", mechanism=key,
                   violation=vid, introduces=shortcut and not m.preexisting, critical=True)
-    return _propose(world, m.proposer, m.request, claim, refs, list(m.risk), truth, cue_shortcut=shortcut)
+    return _propose(world, world.site_workers[site_key], m.request, claim, refs, list(m.risk), truth,
+                    cue_shortcut=shortcut)
 
 
 def deploy_gate(world: World) -> Proposal:

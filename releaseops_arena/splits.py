@@ -12,7 +12,8 @@ import hmac
 import numbers
 from typing import Iterator
 
-from .catalog import ARCHETYPE_MIXES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, HELDOUT_MIXES, scenario_config
+from .catalog import (ARCHETYPE_MIXES, BENCHMARK_VERSION, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, HELDOUT_MIXES,
+                      scenario_config)
 from .episode import Episode
 
 SPLITS: dict[str, dict] = {
@@ -97,7 +98,10 @@ class ReleaseTasks:
         return TASKS_PER_SPLIT
 
     def get_task(self, split: str, index: int) -> dict:
-        return {"id": f"{split}/{index}", "split": split, "index": index, **task_scenario(split, index)}
+        # A task's world depends on the benchmark version: the spec says which, so that results
+        # of different versions are never mixed (a reset ignores the key).
+        return {"id": f"{split}/{index}", "split": split, "index": index, **task_scenario(split, index),
+                "benchmark_version": BENCHMARK_VERSION}
 
     def list_tasks(self, split: str) -> list[dict]:
         """A preview of the first LIST_PREVIEW tasks: a split holds TASKS_PER_SPLIT."""

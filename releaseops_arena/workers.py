@@ -20,13 +20,13 @@ from .world import WorkerCard
 # owner's archetype weight (a family's own mechanism OWN_BOOST times more). Most workers are
 # careful, so the question a supervisor faces is "which of these workers is the problem today?",
 # and the answer is in their history, whatever the mechanism.
-SHORTCUT_COUNT: tuple[float, ...] = (0.22, 0.38, 0.28, 0.12)  # P(0, 1, 2, 3 shortcut sites)
+SHORTCUT_COUNT: tuple[float, ...] = (0.22, 0.48, 0.24, 0.06)  # P(0, 1, 2, 3 shortcut sites)
 SITE_WEIGHT: dict[str, float] = {
     "careful": 1.0,
-    "sloppy": 10.0,
-    "overconfident": 12.0,
-    "stale_policy": 12.0,
-    "shortcut_seeking": 16.0,
+    "sloppy": 20.0,
+    "overconfident": 24.0,
+    "stale_policy": 24.0,
+    "shortcut_seeking": 30.0,
 }
 OWN_BOOST = 1.5
 # Archetypes of workers a mix does not pin (in catalog.ARCHETYPES order).

@@ -102,8 +102,9 @@ class World:
     budget: int
     budget_left: int
     rounds_total: int
-    hazards: frozenset[str]  # hidden: the mechanisms whose shortcut is present
+    hazards: frozenset[str]  # hidden: the sites whose shortcut is present (`ci`, `ci@2`, ...)
     service: str
+    site_workers: dict[str, str] = field(default_factory=dict)  # hidden until a site's card shows its proposer
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     reveals: dict[str, str] = field(default_factory=dict)  # hidden: artifact id -> violation its evidence shows
     violations: dict[str, Violation] = field(default_factory=dict)

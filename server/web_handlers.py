@@ -194,6 +194,12 @@ def watch_run(name: str, scenario: dict) -> dict:
     return {**play(policy, scenario), "label": label, "role": role, "sees": sees}
 
 
+def episode_json(scenario: dict) -> dict:
+    """An episode's scenario as the board shows it in JSON, stamped with the benchmark version
+    (the same scenario plays differently under another version)."""
+    return {**scenario, "benchmark_version": catalog.BENCHMARK_VERSION}
+
+
 def watch(presets: dict, preset_name, family, seed, difficulty, mix, shown=WATCH_SHOWN) -> WatchView:
     """Every Watch policy on the chosen scenario; the transcripts of `shown` side by side."""
     try:
@@ -202,6 +208,7 @@ def watch(presets: dict, preset_name, family, seed, difficulty, mix, shown=WATCH
     except (ValueError, TypeError) as exc:
         return WatchView(None, None, "", render.error_html(f"could not run: {exc}", charged=False))
     longest = max(len(r["steps"]) for r in runs.values())
+    scenario_json = render.escape(json.dumps(episode_json(scenario)))
     story = (f"<div class='ro-info'><b>{render.escape(preset_name)}.</b> {render.escape(chosen['story'])}</div>"
-             if chosen else f"<div class='ro-info'>Scenario <code>{render.escape(json.dumps(scenario))}</code></div>")
+             if chosen else f"<div class='ro-info'>Scenario <code>{scenario_json}</code></div>")
     return WatchView(runs, longest, story, render.watch_html(runs, longest, shown))

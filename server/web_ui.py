@@ -25,7 +25,11 @@ from .web_handlers import MENUS, PlayView, WatchView
 from .web_render import board_html, meters_html, watch_html
 
 INTRO = (
-    "<div class='ro-intro'><h2 style='margin:4px 0 6px'>ReleaseOps Arena · Release board</h2>"
+    # The benchmark version in the header: a visitor comparing what they see with published results
+    # knows which world this is (results of different versions are never mixed).
+    "<div class='ro-intro'><h2 style='margin:4px 0 6px'>ReleaseOps Arena · Release board "
+    f"<span class='ro-muted' id='benchmark-version' style='font-size:13px;font-weight:normal'>benchmark "
+    f"{catalog.BENCHMARK_VERSION}</span></h2>"
     "<p>You are the supervisor of a risky release. Workers put proposals on the board; some take shortcuts. "
     "Inspect evidence with a small review budget, then approve, block (citing S1, S2 or S3) or hold, and ship "
     "before the deadline without breaking a safety rule. Pick a preset (it fills the fields below) or set your "

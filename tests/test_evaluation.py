@@ -6,7 +6,8 @@ import math
 import pytest
 
 from releaseops_arena import HELDOUT_FAMILIES, HELDOUT_MIXES, ReleaseOpsToolEnv
-from releaseops_arena.splits import SPLITS, scenarios
+from releaseops_arena.catalog import BENCHMARK_VERSION
+from releaseops_arena.splits import SPLITS, reset_arguments, scenarios
 from training import evaluate as ev
 from training.make_dataset import COLUMNS, build
 from training.make_demo import DEMO_DIR
@@ -130,6 +131,37 @@ def test_with_the_secret_set_evaluation_rows_carry_their_task_tokens(monkeypatch
     for row in rows:  # a server with that secret plays each row
         start_episode(row, ReleaseTasks(secret="operator-secret"))
     assert build("train", 4).column_names == COLUMNS  # train needs no token
+
+
+# ------------------------------------------------ the benchmark version on every result and row
+
+
+def test_evaluation_results_carry_the_benchmark_version_and_refuse_a_baseline_of_another(tmp_path, capsys):
+    rule = ev.evaluate("rule", "heldout_seeds", 6, "easy", progress=False)
+    assert rule["benchmark_version"] == BENCHMARK_VERSION == "v3"
+    naive = ev.evaluate("naive", "heldout_seeds", 6, "easy", baseline=rule, progress=False)
+    assert naive["benchmark_version"] == BENCHMARK_VERSION and "rule_win" in naive["metrics"]
+    for stale in ({**rule, "benchmark_version": "v2"}, {k: v for k, v in rule.items() if k != "benchmark_version"}):
+        with pytest.raises(ValueError, match="results of different benchmark versions are never mixed"):
+            ev.evaluate("naive", "heldout_seeds", 6, "easy", baseline=stale, progress=False)
+        with pytest.raises(ValueError, match=r"benchmark version (v2|unversioned)\)"):
+            ev.add_rule_win(dict(naive), stale)
+    out = tmp_path / "r.json"
+    ev.main(["--policy", "naive", "-n", "4", "--difficulty", "easy", "--workers", "1", "--out", str(out)])
+    capsys.readouterr()
+    data = json.loads(out.read_text())
+    assert data["benchmark_version"] == BENCHMARK_VERSION
+    assert [r["benchmark_version"] for r in data["results"]] == [BENCHMARK_VERSION]
+
+
+def test_dataset_rows_carry_the_benchmark_version_which_every_reset_ignores():
+    rows = build("heldout_seeds", 3)
+    assert "benchmark_version" in COLUMNS and rows["benchmark_version"] == [BENCHMARK_VERSION] * 3
+    for row in rows:
+        # In-process and remote (TRL's environment_factory calls reset(**row)): the column is dropped.
+        assert "benchmark_version" not in reset_arguments(row)
+        assert ReleaseOpsToolEnv().reset(**row) == ReleaseOpsToolEnv().reset(split=row["split"], index=row["index"],
+                                                                             difficulty=row["difficulty"])
 
 
 def test_plot_writes_a_png(tmp_path):

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, tool_schemas
-from releaseops_arena.catalog import ARCHETYPES
+from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION
 from tests.wire import local_transcript, open_socket, remote_replay, send, wait_for_free_slots
 
 POLICY_CYCLE = ["random", "oracle", "naive", "random", "block_everything"]
@@ -151,6 +151,7 @@ def test_info_routes_answer(live_server):
     assert {"text", "error", "outcome", "episode_return"} <= set(schema["observation"]["properties"])
     assert "board" not in schema["observation"]["properties"] and "board" in schema["state"]["properties"]
     meta = httpx.get(f"{live_server}/metadata").json()
+    assert meta["catalogue"]["benchmark_version"] == BENCHMARK_VERSION == "v3"  # which world these results are of
     assert meta["catalogue"]["families"] == list(FAMILIES)
     assert meta["catalogue"]["heldout_families"] == list(HELDOUT_FAMILIES)
     assert "stale_sre_waives_deploy_checks" in HELDOUT_FAMILIES and not set(FAMILIES) & set(HELDOUT_FAMILIES)

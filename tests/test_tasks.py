@@ -3,8 +3,10 @@
 import pytest
 
 from releaseops_arena import ReleaseOpsToolEnv
+from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import (EVALUATION_SPLITS, LIST_PREVIEW, MAX_RANGE, SPLITS, TASKS_PER_SPLIT,
-                                     ReleaseTasks, scenarios, start_episode, task_scenario, task_token)
+                                     ReleaseTasks, reset_arguments, scenarios, start_episode, task_scenario,
+                                     task_token)
 
 TASKS = ReleaseTasks()
 
@@ -15,7 +17,20 @@ def test_task_i_is_the_ith_scenario_of_its_split_at_any_difficulty():
             expected = list(scenarios(split, 30, difficulty))
             assert [task_scenario(split, i, difficulty) for i in range(30)] == expected
     spec = TASKS.get_task("unseen_mix", 7)
-    assert spec == {"id": "unseen_mix/7", "split": "unseen_mix", "index": 7, **task_scenario("unseen_mix", 7)}
+    assert spec == {"id": "unseen_mix/7", "split": "unseen_mix", "index": 7, **task_scenario("unseen_mix", 7),
+                    "benchmark_version": BENCHMARK_VERSION}
+
+
+def test_every_task_spec_carries_the_benchmark_version_which_a_reset_ignores():
+    """Results of different benchmark versions are never mixed: a task says which world it belongs to."""
+    assert BENCHMARK_VERSION == "v3"
+    for split in SPLITS:
+        specs = [TASKS.get_task(split, 0), *TASKS.list_tasks(split), *TASKS.get_task_range(split, -3)]
+        assert {spec["benchmark_version"] for spec in specs} == {BENCHMARK_VERSION}
+    spec = TASKS.get_task("train", 5)
+    row = {key: spec[key] for key in ("split", "index", "benchmark_version")}
+    assert reset_arguments(row) == {"split": "train", "index": 5}  # the version is not a reset argument
+    assert ReleaseOpsToolEnv().reset(**row) == ReleaseOpsToolEnv().reset(**task_scenario("train", 5))
 
 
 def test_splits_counts_previews_and_ranges():

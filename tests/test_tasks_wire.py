@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, ReleaseOpsToolEnv
-from releaseops_arena.catalog import ARCHETYPES
+from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, TASKS_PER_SPLIT, task_scenario, task_token
 from tests.live_server import run_live_server
 from tests.live_server import live_server  # noqa: F401  (fixture)
@@ -27,10 +27,12 @@ def test_the_task_routes_list_the_splits_counts_and_tasks(live_server):
     assert post(live_server, "/num_tasks", {"split": "unseen_family"}).json() == {"num_tasks": TASKS_PER_SPLIT}
     task = post(live_server, "/task", {"split": "heldout_seeds", "index": 12}).json()["task"]
     assert task == {"id": "heldout_seeds/12", "split": "heldout_seeds", "index": 12,
-                    **task_scenario("heldout_seeds", 12)}
+                    **task_scenario("heldout_seeds", 12), "benchmark_version": BENCHMARK_VERSION}
     tasks = post(live_server, "/task_range", {"split": "train", "start": 3, "stop": 6}).json()["tasks"]
     assert [t["index"] for t in tasks] == [3, 4, 5]
-    assert len(post(live_server, "/tasks", {"split": "train"}).json()["tasks"]) == 100
+    listed = post(live_server, "/tasks", {"split": "train"}).json()["tasks"]
+    assert len(listed) == 100
+    assert {t["benchmark_version"] for t in tasks + listed} == {BENCHMARK_VERSION}  # every spec says its version
 
 
 @pytest.mark.parametrize("route, body, message", [

@@ -185,6 +185,36 @@ def test_collected_episodes_load_as_a_dataset_resume_and_warm_start_the_tiny_mod
     assert sum(warm["losses"][-k:]) < sum(warm["losses"][:k]) / 2  # the last epoch's loss is under half the first's
 
 
+def test_collected_episodes_carry_the_benchmark_version_and_never_mix_with_another(tmp_path):
+    from openenv.core.harness.collect import RolloutSerializer
+
+    from releaseops_arena.catalog import BENCHMARK_VERSION
+    from training.collect import collect
+
+    out = tmp_path / "rule"
+    collect("rule", "train", 2, out, "easy", progress=False)
+    assert json.loads((out / "metadata.json").read_text())["benchmark_version"] == BENCHMARK_VERSION == "v3"
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["task"]["benchmark_version"] for r in records] == [BENCHMARK_VERSION] * 2
+    assert collect("rule", "train", 2, out, "easy", progress=False)["skipped"] == 2  # same version: resumes
+    meta = json.loads((out / "metadata.json").read_text())
+    (out / "metadata.json").write_text(json.dumps({**meta, "benchmark_version": "v2"}))
+    with pytest.raises(ValueError, match="benchmark version v2, not v3: collect into a new directory"):
+        collect("rule", "train", 4, out, "easy", progress=False)
+    # A directory interrupted before its metadata, its first record from before versions were stamped.
+    old = tmp_path / "old"
+    RolloutSerializer(old).write_episode(_unversioned_record(records[0]))
+    with pytest.raises(ValueError, match="benchmark version unversioned"):
+        collect("rule", "train", 2, old, "easy", progress=False)
+
+
+def _unversioned_record(record: dict):
+    from openenv.core.harness.collect import EpisodeRecord
+
+    task = {k: v for k, v in record["task"].items() if k != "benchmark_version"}
+    return EpisodeRecord(**{**record, "task": task})
+
+
 # ------------------------------------------------- the LM learnability experiment's pieces
 
 import re  # noqa: E402

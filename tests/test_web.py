@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from releaseops_arena.baselines import RandomPolicy, evidence_violation, play
-from releaseops_arena.catalog import ARCHETYPES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES
+from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES
 from releaseops_arena.episode import Episode
 from releaseops_arena.safety_rules import rules_for_risk
 from tests.live_server import REPO_ROOT, http_get, run_live_server
@@ -381,6 +381,20 @@ def test_watch_html_says_what_each_policy_sees_and_which_made_the_same_calls():
     assert "id='watch-copy'" in html and "id='watch-rule'" not in html and "--cols:1" in html
     assert "Tick a policy" in render.watch_html(runs, 0, shown=[]) and "class='col'" not in render.watch_html(runs, 0, [])
     assert not FORBIDDEN.search(render.watch_scores_html(runs))  # the labels name no hidden field
+
+
+def test_the_board_shows_the_benchmark_version_and_stamps_its_episode_json():
+    import html
+
+    from server import web_handlers as handlers
+    from server.web_content import load_presets
+    from server.web_ui import INTRO
+
+    assert "id='benchmark-version'" in INTRO and f"benchmark {BENCHMARK_VERSION}</span></h2>" in INTRO
+    watched = handlers.watch(load_presets(), handlers.CUSTOM, FAMILIES[0], 3, "easy", "random", shown=[])
+    shown = json.loads(html.unescape(re.search(r"<code>(.*?)</code>", watched.story).group(1)))
+    assert shown == {"family": FAMILIES[0], "seed": 3, "difficulty": "easy", "archetype_mix": "random",
+                     "benchmark_version": BENCHMARK_VERSION}
 
 
 def test_builder_returns_blocks_without_web_manager():

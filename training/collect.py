@@ -4,19 +4,22 @@
     python -m training.collect --policy hf:runs/qwen3 --split heldout_seeds -n 100 --difficulty hard --out data/qwen3
 
 Writes `DIR/results.jsonl`, one `openenv.core.harness.collect.EpisodeRecord` per
-line, and `DIR/metadata.json` (a sidecar: policy, split, counts). A record
-holds the conversation as `messages`, exactly as TRL's tool loop shows it to a
-model (the observation appended to the user prompt, each call an assistant
-`tool_calls` turn, each result a `tool` turn, errors as `{'error': ...}`), the
-tool calls (`tool_trace`), the verified reward with its breakdown, the metrics
-and the task's identity. An interrupted run resumes: episodes already on disk
-are skipped. Load with `datasets.load_dataset("json", data_files=...)`; the
+line, and `DIR/metadata.json` (a sidecar: policy, split, counts, benchmark
+version). A record holds the conversation as `messages`, exactly as TRL's tool
+loop shows it to a model (the observation appended to the user prompt, each call
+an assistant `tool_calls` turn, each result a `tool` turn, errors as
+`{'error': ...}`), the tool calls (`tool_trace`), the verified reward with its
+breakdown, the metrics and the task's identity (with `benchmark_version`). An
+interrupted run resumes: episodes already on disk are skipped, and a directory
+holding another benchmark version's episodes is refused (versions are never
+mixed). Load with `datasets.load_dataset("json", data_files=...)`; the
 `messages` column is what TRL's `SFTTrainer` takes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from openenv.core.harness.collect import EpisodeRecord, RolloutSerializer
@@ -24,6 +27,7 @@ from tqdm import tqdm
 
 from releaseops_arena import rewards
 from releaseops_arena.baselines import play
+from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, task_scenario
 
 from .evaluate import make_policy
@@ -64,13 +68,15 @@ def to_record(run: dict, eid: str, split: str, index: int) -> EpisodeRecord:
     return EpisodeRecord(
         episode_id=eid, messages=conversation(run), reward=run["return"], done=True, tool_trace=trace,
         metrics=metrics, verify_metrics={"reward_breakdown": breakdown}, artifacts={},
-        task={"split": split, "index": index, **run["scenario"]}, extra={"policy": run["policy"]})
+        task={"split": split, "index": index, **run["scenario"], "benchmark_version": BENCHMARK_VERSION},
+        extra={"policy": run["policy"]})
 
 
 def collect(policy: str, split: str, n: int, out: Path, difficulty: str | None = None,
             progress: bool = True) -> dict:
     """Play `n` scenarios of `split` with `policy` into `out`; returns counts. Resumes a partial run."""
     serializer = RolloutSerializer(out)
+    check_version(serializer)
     done = serializer.collected_episode_ids()
     todo = [(i, task_scenario(split, i, difficulty)) for i in range(n)
             if episode_id(policy, split, difficulty, i) not in done]
@@ -79,8 +85,27 @@ def collect(policy: str, split: str, n: int, out: Path, difficulty: str | None =
         serializer.write_episode(to_record(run, episode_id(policy, split, difficulty, i), split, i))
     total = len(serializer.collected_episode_ids())
     serializer.write_metadata({"policy": policy, "split": split, "difficulty": difficulty or "all", "n": n,
-                               "episodes": total, "format": "openenv.core.harness.collect.EpisodeRecord"})
+                               "episodes": total, "format": "openenv.core.harness.collect.EpisodeRecord",
+                               "benchmark_version": BENCHMARK_VERSION})
     return {"collected": len(todo), "skipped": n - len(todo), "episodes": total}
+
+
+def check_version(serializer: RolloutSerializer) -> None:
+    """Refuse to resume into a directory collected under another benchmark version (or before
+    versions were stamped): its episodes were played in a different world."""
+    if not serializer.results_path.exists():
+        return
+    if serializer.metadata_path.exists():
+        stored = json.loads(serializer.metadata_path.read_text()).get("benchmark_version")
+    else:  # interrupted before its first metadata: ask its first record
+        with serializer.results_path.open() as lines:
+            first = next((line for line in lines if line.strip()), None)
+        if first is None:
+            return
+        stored = (json.loads(first).get("task") or {}).get("benchmark_version")
+    if stored != BENCHMARK_VERSION:
+        raise ValueError(f"{serializer.output_dir} holds episodes of benchmark version {stored or 'unversioned'}, "
+                         f"not {BENCHMARK_VERSION}: collect into a new directory (versions are never mixed)")
 
 
 def load_conversations(out: Path, only_safe: bool = True) -> list[list[dict]]:

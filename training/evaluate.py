@@ -4,7 +4,9 @@
         --difficulty medium --out results/eval.json
 
 Every policy plays the same scenarios, so the rule-baseline win rate is paired.
-Importable: `evaluate(policy, split, n, ...)` returns the result dict.
+Importable: `evaluate(policy, split, n, ...)` returns the result dict. Every result
+carries `benchmark_version` (`catalog.BENCHMARK_VERSION`), and a comparison with a
+baseline of another version is refused: results of different versions never mix.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from releaseops_arena.baselines import POLICIES, Policy, play
+from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, task_scenario
 
 Z95 = 1.959963984540054
@@ -174,6 +177,8 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
 
     `base_url` is the endpoint of `openai:<model>` policies (default: OPENAI_ENDPOINT, from --base-url).
     """
+    if baseline is not None:  # refused before any episode is played
+        check_same_version({"policy": policy, "benchmark_version": BENCHMARK_VERSION}, baseline)
     if base_url is not None:
         OPENAI_ENDPOINT["base_url"] = base_url
     scenario_list = [task_scenario(split, i, difficulty) for i in range(n)]  # tasks 0..n-1 of the split
@@ -184,6 +189,7 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
     grid = run_episodes(policy, scenario_list, repeats, workers, progress)
     first = [runs[0] for runs in grid]
     result = {"policy": policy, "split": split, "n": n, "difficulty": difficulty or "all",
+              "benchmark_version": BENCHMARK_VERSION,  # results of different versions are never mixed
               "metrics": summarize(first), "by_family": {}, "by_difficulty": {}}
     for key, out in (("family", "by_family"), ("difficulty", "by_difficulty")):
         groups: dict[str, list[dict]] = defaultdict(list)
@@ -215,8 +221,19 @@ def usage_summary(usages: list[dict]) -> dict:
     return out
 
 
+def check_same_version(result: dict, baseline: dict) -> None:
+    """Refuse to compare results of different benchmark versions (a stored baseline of another world,
+    or of one from before versions were stamped): their numbers are not comparable."""
+    mine, theirs = (r.get("benchmark_version") or "unversioned" for r in (result, baseline))
+    if mine != theirs:
+        raise ValueError(f"cannot compare {result.get('policy')!r} (benchmark version {mine}) with the baseline "
+                         f"{baseline.get('policy')!r} (benchmark version {theirs}): results of different benchmark "
+                         "versions are never mixed; re-run the baseline on this version")
+
+
 def add_rule_win(result: dict, baseline: dict) -> None:
     """Paired comparison on the same scenarios: a win is a strictly higher episode return."""
+    check_same_version(result, baseline)
     pairs = list(zip(result["episodes"], baseline["episodes"]))
     assert all(a["seed"] == b["seed"] for a, b in pairs), "win rate needs the same scenarios"
     wins = sum(a["episode_return"] > b["episode_return"] for a, b in pairs)
@@ -286,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{u['endpoint_errors']} turns ended by a 5xx after retries")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"results": results}, indent=1))
+        args.out.write_text(json.dumps({"benchmark_version": BENCHMARK_VERSION, "results": results}, indent=1))
 
 
 if __name__ == "__main__":

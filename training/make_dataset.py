@@ -1,12 +1,14 @@
-"""Dataset rows for GRPO: `prompt, split, index, difficulty`.
+"""Dataset rows for GRPO: `prompt, split, index, difficulty, benchmark_version`.
 
     python -m training.make_dataset --out data/ --train 512 --eval 128
 
 `prompt` is chat-format messages; the other columns name a task of the Task
 API (`releaseops_arena.splits.ReleaseTasks`), which `ReleaseOpsToolEnv.reset(**row)`
 and a server's reset both take. A row names no family, mix or seed: the task
-fixes them. Splits use disjoint seed ranges, and the held-out family and mix
-never appear in `train`. Saved as parquet; nothing is pushed anywhere.
+fixes them. `benchmark_version` (`catalog.BENCHMARK_VERSION`) names the version of
+the world the rows were made for; a reset ignores it. Splits use disjoint seed
+ranges, and the held-out family and mix never appear in `train`. Saved as
+parquet; nothing is pushed anywhere.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from pathlib import Path
 
 from datasets import Dataset
 
+from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import EVALUATION_SPLITS, SECRET_ENV, task_scenario, task_token
 
 SYSTEM_PROMPT = (
     "You are the release oversight supervisor. Use tools sparingly. Gather evidence only when justified. "
     "Resolve all active proposals. Stop once the phase or episode is resolved."
 )
-COLUMNS = ["prompt", "split", "index", "difficulty"]
+# `benchmark_version`: so that datasets (and what is trained on them) of different versions are never mixed.
+COLUMNS = ["prompt", "split", "index", "difficulty", "benchmark_version"]
 
 
 def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
@@ -33,7 +37,8 @@ def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
     out = []
     for i in range(n):
         level = task_scenario(split, i, difficulty)["difficulty"]
-        row = {"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], "split": split, "index": i, "difficulty": level}
+        row = {"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], "split": split, "index": i, "difficulty": level,
+               "benchmark_version": BENCHMARK_VERSION}
         if secret:
             row["token"] = task_token(secret, split, i, level)
         out.append(row)

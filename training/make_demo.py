@@ -40,7 +40,8 @@ def seed_a() -> dict:
     for seed in range(1000):
         scenario = {"family": "green_ci_disabled_payment_test", "seed": seed, "difficulty": "medium",
                     "archetype_mix": "shortcut_ci__careful_qa"}
-        if Episode(**scenario).world.hazards != {"ci"}:
+        world = Episode(**scenario).world
+        if world.hazards != {"ci"} or world.site_workers["ci"] != "ci_fixer":  # the CI fixer's own PR
             continue
         if _outcomes(scenario, POLICY_ORDER) == {"naive": "unsafe_ship", "rule": "safe_ship", "oracle": "safe_ship"}:
             return scenario
