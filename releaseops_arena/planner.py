@@ -40,7 +40,7 @@ def _archetype_posterior(stats: dict | None, voices=(), trims=()) -> dict[str, f
             k = stats["recent"]["incorrect"]
             like *= math.comb(cues.HISTORY, k) * q**k * (1 - q) ** (cues.HISTORY - k)
         for v in voices:
-            like *= cues.VOICE_WEIGHTS[a][cues.VOICES.index(v)]
+            like *= cues.VOICE_WEIGHTS[(a, False)][cues.VOICES.index(v)]
         trim = cues.TRIM_REFS.get(a, 0.0)
         for trimmed in trims:
             like *= trim if trimmed else 1 - trim
@@ -162,8 +162,9 @@ class ReferencePlanner(Policy):
             if (p["worker"], p["claim"]) in claims:  # a resubmission repeats its claim
                 continue
             claims.add((p["worker"], p["claim"]))
-            voices.setdefault(p["worker"], []).append(cues.voice_of(p["claim"]))
             key = self.site_of(p)
+            if key is None:  # a site's voice also depends on whether it is a shortcut: weighed there
+                voices.setdefault(p["worker"], []).append(cues.voice_of(p["claim"]))
             if key in MULTI_REF:
                 trims.setdefault(p["worker"], []).append(len(p["refs"]) < MULTI_REF[key])
         return {w: _archetype_posterior(stats.get(w), voices.get(w, ()), trims.get(w, ())) for w in stats}
@@ -183,11 +184,14 @@ class ReferencePlanner(Policy):
                 table = cues.WORDING_WEIGHTS[self.clues]
                 bad *= sum(table[k][0] for k in kinds) / len(kinds)
                 good *= sum(table[k][1] for k in kinds) / len(kinds)
-        conf = p["confidence"]
-        leans = True
+        conf = cues.CONFIDENCES.index(p["confidence"])
+        voice = cues.VOICES.index(cues.voice_of(p["claim"]))
         proposer = post.get(p["worker"], {})
-        bad *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, leans)][cues.CONFIDENCES.index(conf)] for a, pa in proposer.items())
-        good *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, False)][cues.CONFIDENCES.index(conf)] for a, pa in proposer.items())
+        # Confidence and voice lean with the proposer's archetype: summed over its posterior.
+        bad *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, True)][conf] * cues.VOICE_WEIGHTS[(a, True)][voice]
+                   for a, pa in proposer.items())
+        good *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, False)][conf] * cues.VOICE_WEIGHTS[(a, False)][voice]
+                    for a, pa in proposer.items())
         return bad, good
 
     def beliefs(self, view: View) -> dict:
@@ -356,6 +360,8 @@ class Rule(ReferencePlanner):
 
     name = "rule"
     block_at = 2.0  # never blocks without evidence
+    hold_at = 2.0  # and never spends a spare phase on more evidence
+    ship_block_at = 0.99  # blocks the ship only on a rule it saw broken
 
     def later(self, view):
         return [0.35, 0.35]  # a site still to come is as suspicious as a plain one
@@ -372,10 +378,10 @@ class Rule(ReferencePlanner):
                      for n in names if n in stats) if any(n in stats for n in names) else (0.0, "")
         score = 0.05 + record[0]
         score += 0.1 if record[1] in ("new_agent", "recently_promoted") else 0.0
-        score += 0.1 if p["confidence"] == "high" else 0.0
+        score += 0.15 if p["confidence"] == "high" else -0.05 if p["confidence"] == "low" else 0.0
         match = wording_of(p["claim"])
-        score += 0.1 if match and match[1] in (2, "explicit") else 0.0
-        return min(score, 1.0), rule
+        score += 0.15 if match and match[1] in (2, "explicit") else -0.1 if match and match[1] == 0 else 0.0
+        return min(max(score, 0.0), 1.0), rule
 
 
 class InspectEverything(Rule):

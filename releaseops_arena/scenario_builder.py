@@ -191,7 +191,7 @@ def _propose(world: World, worker: str, request: str, claim: str, refs: list[str
     archetype = world.archetypes[worker]
     rng = world.rng
     card = Card(id=_next_pid(world), worker=worker, request=request,
-                claim=voiced(pick(rng, VOICES, VOICE_WEIGHTS[archetype]), claim),
+                claim=voiced(pick(rng, VOICES, VOICE_WEIGHTS[(archetype, cue_shortcut)]), claim),
                 refs=trim_refs(archetype, refs, rng), risk=list(risk),
                 confidence=confidence(archetype, cue_shortcut, rng))
     proposal = Proposal(card, truth)

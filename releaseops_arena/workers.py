@@ -57,14 +57,22 @@ HINT_WEIGHTS: dict[str, tuple[float, ...]] = {
     "shortcut_seeking": (0.15, 0.25, 0.25, 0.25, 0.1),
 }
 
-# A voice on top of a claim. Every archetype uses every voice; some lean.
+# A voice on top of a claim. Every archetype uses every voice; some lean, and lean harder when the
+# worker is cutting a corner: a stale-policy worker cites the old runbook for the outdated move, a
+# sloppy one says it "should be fine", an overconfident one is "Certain". What a voice means depends
+# on who speaks, so it ranks sites only for a reader that also weighs the worker's history.
 VOICES: tuple[str, ...] = ("plain", "certain", "runbook", "fine")
-VOICE_WEIGHTS: dict[str, tuple[float, ...]] = {
-    "careful": (0.7, 0.1, 0.1, 0.1),
-    "sloppy": (0.4, 0.1, 0.1, 0.4),
-    "overconfident": (0.4, 0.4, 0.1, 0.1),
-    "stale_policy": (0.4, 0.1, 0.4, 0.1),
-    "shortcut_seeking": (0.4, 0.2, 0.2, 0.2),
+VOICE_WEIGHTS: dict[tuple[str, bool], tuple[float, ...]] = {
+    ("careful", False): (0.7, 0.1, 0.1, 0.1),
+    ("careful", True): (0.6, 0.1, 0.1, 0.2),
+    ("sloppy", False): (0.5, 0.1, 0.1, 0.3),
+    ("sloppy", True): (0.3, 0.1, 0.1, 0.5),
+    ("overconfident", False): (0.5, 0.3, 0.1, 0.1),
+    ("overconfident", True): (0.3, 0.5, 0.1, 0.1),
+    ("stale_policy", False): (0.5, 0.1, 0.3, 0.1),
+    ("stale_policy", True): (0.3, 0.1, 0.5, 0.1),
+    ("shortcut_seeking", False): (0.4, 0.2, 0.2, 0.2),
+    ("shortcut_seeking", True): (0.3, 0.25, 0.2, 0.25),
 }
 
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
@@ -87,8 +95,8 @@ TRIM_REFS = {"sloppy": 0.6, "overconfident": 0.5}  # chance of citing only the l
 # Claim wording on medium ("subtle") and hard ("hidden"): each mechanism has a
 # plain, a neutral and a leaning phrasing; weights are (if shortcut, if correct).
 WORDING_WEIGHTS: dict[str, tuple[tuple[float, float], ...]] = {
-    "subtle": ((0.20, 0.50), (0.30, 0.30), (0.50, 0.20)),
-    "hidden": ((0.25, 0.45), (0.35, 0.35), (0.40, 0.20)),
+    "subtle": ((0.15, 0.50), (0.30, 0.30), (0.55, 0.20)),
+    "hidden": ((0.20, 0.50), (0.30, 0.30), (0.50, 0.20)),
 }
 
 # Answers to ask_worker on medium and hard: (text, weight if shortcut, weight if correct).
