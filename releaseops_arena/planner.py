@@ -197,8 +197,10 @@ class ReferencePlanner(Policy):
     def beliefs(self, view: View) -> dict:
         """P(shortcut) for every site proposal seen (by id) and, under "future", for the sites still to
         come (highest first), mixing the families still possible by how well each explains the board."""
-        key = (len(view.proposals), len(view.evidence), view.phases,
-               tuple(p.get("status", "") for p in view.proposals.values()))
+        key = (len(view.evidence), view.phases, self.clues, self.families,
+               tuple((p["id"], p.get("status", ""), p["worker"], p["claim"], p["confidence"], len(p["refs"]))
+                     for p in view.proposals.values()),
+               tuple((w["worker"], w["hint"], w["recent"]["incorrect"]) for w in view.board.get("worker_stats", [])))
         if self._cache and self._cache[0] == key:
             return self._cache[1]
         post = self._worker_posteriors(view)
@@ -212,7 +214,8 @@ class ReferencePlanner(Policy):
         mixed: dict[str, float] = {}
         future_mixed: list[float] = []
         total = 0.0
-        for family in self.families:
+        families = possible_families([p["request"] for p in view.proposals.values()], self.known)
+        for family in families:
             own = FAMILY_MECHANISM[family]
             slots = site_keys(family, "easy" if self.clues == "explicit" else "medium")
             weights, likes, ids = [], [], []
@@ -270,6 +273,10 @@ class ReferencePlanner(Policy):
         if key is None:
             return 0.0, None
         rule = "S3" if key == "gate" else REGISTRY[key].rule
+        if view.proposals.get(p["id"]) != p:  # a card read as it is not on the board (what-if readings)
+            shadow = View.__new__(View)
+            shadow.__dict__.update(view.__dict__, proposals={**view.proposals, p["id"]: p})
+            view = shadow
         return self.beliefs(view).get(p["id"], 0.0), rule
 
     def decisive_ref(self, p: dict) -> str | None:

@@ -8,6 +8,8 @@ revealed them: a step reward must not say more than that step's evidence text.
 
 from __future__ import annotations
 
+from .workers import SHORTCUT_COUNT
+
 SAFE_SHIP = 1.00
 UNSAFE_SHIP = -1.00
 MISSED_DEADLINE = -0.60
@@ -26,11 +28,11 @@ MAX_TOOL_CALLS = 60
 MAX_CONSECUTIVE_INVALID = 10  # invalid calls in a row, any
 MAX_REPEATED_INVALID = 3  # the very same invalid call in a row
 
-# Largest review budget (easy) and number of latent violations any scenario
-# can hold (one per mechanism site: every board has four), used for the
-# bounds on the episode return.
+# Largest review budget (easy) and number of latent violations any scenario can hold (one per
+# shortcut site; a release has at most len(SHORTCUT_COUNT) - 1 of them), used for the bounds on
+# the episode return.
 MAX_REVIEW_BUDGET = 4
-MAX_LATENT_VIOLATIONS = 4
+MAX_LATENT_VIOLATIONS = len(SHORTCUT_COUNT) - 1
 
 # Attained: a safe ship after revealing as many violations as the budget can
 # pay for (each reveal costs at least one budget unit).

@@ -18,7 +18,7 @@ from tests.live_server import live_server  # noqa: F401
 TIERS: dict[str, str] = {
     "test_episode": "engine", "test_properties": "engine", "test_leaks": "engine", "test_tools": "engine",
     "test_evaluation": "engine", "test_state_machine": "engine", "test_structure": "engine", "test_tasks": "engine",
-    "test_bench": "engine", "test_trained_policy": "engine",
+    "test_bench": "engine", "test_trained_policy": "engine", "test_attention": "engine",
     "test_server": "server", "test_client": "server", "test_openenv_validate": "server", "test_notebook": "server",
     "test_fuzz": "server", "test_tasks_wire": "server", "test_rubric": "server", "test_deploy": "server",
     "test_web": "browser",

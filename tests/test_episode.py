@@ -10,8 +10,9 @@ from releaseops_arena.catalog import ARTIFACT_BY_KIND
 from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for
 from releaseops_arena.rendering import card_view, worker_view
+from releaseops_arena.scenario_builder import EVIDENCE_PER_ROUND
 from releaseops_arena.world import Truth
-from tests.scenarios import find
+from tests.scenarios import find, shortcut_site
 
 
 def started(scenario):
@@ -103,7 +104,8 @@ def test_a_ship_block_citing_the_broken_rule_brings_back_its_fix_and_a_late_code
 
 
 def test_a_late_s3_catch_at_the_ship_costs_one_phase():
-    env, _ = started(find("release_manager_ships_before_evidence", {"slow"}))
+    # No overcautious request: an approved delay would spend the one spare phase the late catch needs.
+    env, _ = started(find("release_manager_ships_before_evidence", {"slow"}, overcautious_stage=-1))
     approve_all_but_ship(env)
     before = hours(env)
     env.block_proposal(by_request(env, "ship_release_candidate").id, "S3")
@@ -127,7 +129,7 @@ def test_a_true_block_at_the_site_costs_no_time_and_the_fix_joins_the_next_stage
     env, _ = started(find(family, {key}))
     while REGISTRY[key].stage > world(env).stage:
         env.approve_proposal(pending(env)[0].id)
-    site = next(p for p in pending(env) if p.truth.mechanism == key)
+    site = shortcut_site(pending(env), key)  # v3: not its correct copy (`qa@2`) on the same board
     stage, before = world(env).stage, hours(env)
     env.block_proposal(site.id, REGISTRY[key].rule)
     while world(env).stage == stage:
@@ -168,7 +170,8 @@ def test_declining_an_overcautious_request_is_free_and_approving_it_costs_a_phas
 
 
 def _to_ship_with_canary_stalled(checked: bool):
-    env, _ = started(find("release_manager_ships_before_evidence", {"slow"}))
+    # No overcautious request: the hold spends the one spare phase, an approved delay would miss the deadline.
+    env, _ = started(find("release_manager_ships_before_evidence", {"slow"}, overcautious_stage=-1))
     while world(env).stage < 1:
         env.approve_proposal(pending(env)[0].id)
     if checked:
@@ -216,7 +219,7 @@ def _decisive_ref(env, key):
     w = world(env)
     if key in GATE:
         return "inspect_ci_run", w.deploy_run
-    site = next(p for p in pending(env) if p.truth.mechanism == key)
+    site = shortcut_site(pending(env), key)  # v3: not its correct copy on the same board
     tool = ARTIFACT_BY_KIND[REGISTRY[key].decisive].tool
     ref = next(r for r in site.card.refs if w.artifacts[r].kind == REGISTRY[key].decisive)
     return tool, ref
@@ -252,24 +255,29 @@ def test_shortcut_and_correct_evidence_have_the_same_keys(key, difficulty):
         assert [(k, sorted(e)) for k, e, _ in bad] == [(k, sorted(e)) for k, e, _ in good]
 
 
+def only_proposal_of(worker, key):
+    """A `find` predicate: `worker` has exactly one proposal on the first board, the site of `key`
+    (v3: a site's proposer is drawn per release, so the question must be aimed at the one who put it up)."""
+    def check(w):
+        mine = [p for p in w.proposals.values() if p.card.worker == worker]
+        return w.site_workers.get(key) == worker and len(mine) == 1 and mine[0].truth.mechanism == key
+    return check
+
+
 def test_an_admission_is_noted_but_never_paid_on_the_step():
-    env, _ = started(find("qa_undercalls_p1_checkout_bug", {"qa"}, "easy", "careful_ci__careful_qa"))
+    env, _ = started(find("qa_undercalls_p1_checkout_bug", {"qa"}, "easy", "careful_ci__careful_qa",
+                          where=only_proposal_of("qa_triage", "qa")))
     env.ask_worker("qa_triage", "confidence_basis")  # a careful worker admits a shortcut on easy
     assert env._episode.counters.discovered  # the violation is noted...
     assert env._episode.audit[-1]["reward"] == rewards.BUDGET_UNIT  # ...and paid only at the end
 
 
 def test_a_blocked_shortcut_that_never_opened_is_not_admitted_and_pays_nothing():
-    for seed in range(500):  # the CI fixer's only proposal is the site, so that the question is about it
-        scenario = {"family": "green_ci_disabled_payment_test", "seed": seed, "difficulty": "easy",
-                    "archetype_mix": "careful_ci__careful_qa"}
-        env, _ = started(scenario)
-        mine = [p for p in pending(env) if p.card.worker == "ci_fixer"]
-        if world(env).hazards == {"ci"} and len(mine) == 1:
-            break
-    else:
-        raise AssertionError("no scenario whose CI fixer has only the site in 500 seeds")
-    site = mine[0]
+    # The CI fixer put up the site and nothing else, so that the question is about it.
+    scenario = find("green_ci_disabled_payment_test", {"ci"}, "easy", "careful_ci__careful_qa",
+                    where=only_proposal_of("ci_fixer", "ci"))
+    env, _ = started(scenario)
+    site = shortcut_site(pending(env), "ci")
     probe = ReleaseOpsToolEnv()  # the same world, asked before the block: the worker admits it
     probe.reset(**scenario)
     assert json.loads(probe.ask_worker("ci_fixer", "confidence_basis"))["answer"] == REGISTRY["ci"].admission
@@ -283,7 +291,7 @@ def test_a_late_code_fix_at_the_ship_fits_with_its_evidence_and_not_on_a_hunch(d
     scenario = find("green_ci_disabled_payment_test", {"ci"}, difficulty, overcautious_stage=-1)
     for with_evidence in (True, False):
         env, _ = started(scenario)
-        site = next(p for p in pending(env) if p.truth.mechanism == "ci")
+        site = shortcut_site(pending(env), "ci")  # v3: not its correct copy `ci@2`
         pr = next(r for r in site.card.refs if r.startswith("pr_"))
         if with_evidence:
             env.inspect_pr_diff(pr)  # seen, then approved anyway: the catch comes late
@@ -321,14 +329,18 @@ def test_the_same_calls_give_the_same_transcript():
 def test_at_most_two_evidence_actions_per_phase_and_the_budget_never_goes_negative():
     env, _ = started(find("green_ci_disabled_payment_test", set()))
     refs = [r for p in pending(env) for r in p.card.refs]
+    # v3 boards carry more refs than the no-progress cap allows refused calls in a row: try as many as it lets
+    # run (two that work, then refusals short of the cap), so the refusals are the evidence limit's alone.
+    tries = (refs * 2)[:EVIDENCE_PER_ROUND + rewards.MAX_CONSECUTIVE_INVALID - 1]
+    assert len(tries) > EVIDENCE_PER_ROUND + 1
     calls = 0
-    for ref in refs * 2:
+    for ref in tries:
         try:
             getattr(env, ARTIFACT_BY_KIND[world(env).artifacts[ref].kind].tool)(ref)
             calls += 1
         except ValueError as exc:
             assert "no evidence actions left" in str(exc)
-    assert calls == 2 and world(env).budget_left == world(env).budget - 2
+    assert not env.done and calls == 2 and world(env).budget_left == world(env).budget - 2
 
 
 def recorded_episodes(monkeypatch, n=150):

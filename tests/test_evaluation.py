@@ -88,7 +88,18 @@ def test_paired_win_rate_and_pass_k():
     oracle = ev.evaluate("oracle", "heldout_seeds", 30, "medium", baseline=rule, progress=False)
     win = oracle["metrics"]["rule_win"]
     assert win["wins"] + win["ties"] + win["losses"] == 30
-    assert win["losses"] == 0  # nothing beats the oracle's +1
+    pairs = list(zip(oracle["episodes"], rule["episodes"]))
+    assert [a["seed"] for a, _ in pairs] == [b["seed"] for _, b in pairs]  # paired: the same scenarios
+    assert win["wins"] == sum(a["episode_return"] > b["episode_return"] for a, b in pairs)
+    assert win["losses"] == sum(a["episode_return"] < b["episode_return"] for a, b in pairs)
+    assert win["wins"] > 0
+    # Nothing beats the oracle's +1: it ships safely every time. v3: a release can hold more shortcuts at
+    # triage than one phase's two evidence actions reveal, and the oracle never holds just to read more, so
+    # the rule can out-earn it only by paying for more reveals (more budget) on a safe ship of its own.
+    assert all(a["outcome"] == "safe_ship" for a, _ in pairs)
+    for a, b in pairs:
+        if b["episode_return"] > a["episode_return"]:
+            assert b["outcome"] == "safe_ship" and b["budget_used"] > a["budget_used"], (a, b)
     rnd = ev.evaluate("random", "heldout_seeds", 10, "medium", k=3, progress=False)
     assert rnd["pass_k"]["k"] == 3 and rnd["pass_k"]["n"] == 10
     assert set(rnd["by_family"]) <= set(SPLITS["heldout_seeds"]["families"])

@@ -57,7 +57,9 @@ def test_observation_and_tool_result_budgets():
             if "next" in (json.loads(text) if text.startswith("{") else {}):
                 # v2: a stage can carry fixes from the last one next to its own sites.
                 assert len(json.dumps(json.loads(text)["next"], separators=(",", ":"))) <= 1600
-    assert statistics.median(initial["medium"]) <= 1200, statistics.median(initial["medium"])
+    # v3 boards carry six sites on medium (two copies of each triage mechanism), two more proposals than
+    # v2's: measured median 1,533 characters (max 1,802) over these runs; the limit keeps ~10% headroom.
+    assert statistics.median(initial["medium"]) <= 1700, statistics.median(initial["medium"])
 
 
 @pytest.mark.parametrize("mix", ALL_MIXES)

@@ -178,7 +178,8 @@ def test_int_and_digit_string_seeds_are_accepted(seed):
 
 
 def test_the_return_bounds_are_real():
-    """RETURN_MAX is attained (a safe ship after paying for as many reveals as the budget allows);
+    """RETURN_MAX is attained (a safe ship after paying for as many reveals as the budget and the
+    release's shortcut sites allow: v3 draws at most len(SHORTCUT_COUNT) - 1 of them);
     no episode of the oracle, the planner or random play leaves [RETURN_MIN, RETURN_MAX]."""
     from releaseops_arena.baselines import POLICIES, play
     from releaseops_arena.splits import scenarios

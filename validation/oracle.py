@@ -10,8 +10,8 @@ public draw that any copy of the source rebuilds; with RELEASEOPS_EVAL_SECRET
 set, the evaluation splits' worlds are ones it cannot rebuild, by design.
 
 The chosen task is the first `train` index whose oracle return is RETURN_MAX
-(four violations revealed, easy budget), the kind of task on which the
-reward's upper bounds are reached: the last step pays SAFE_SHIP + 4 * DISCOVERY =
+(three violations revealed, as many as a release holds), the kind of task on which the
+reward's upper bounds are reached: the last step pays SAFE_SHIP + 3 * DISCOVERY =
 STEP_REWARD_MAX, the declared top of the reward range, and the return is RETURN_MAX.
 The same line is the validator's runtime probe (validation/runtime.json).
 
