@@ -222,7 +222,10 @@ class FixedOrder(EvidenceFirst):
     - `triage_quota`: how many inspections the triage stage may use (the rest wait for the gate);
     - `more_refs_first`: within a class, cards citing more refs first (else fewer first);
     - `hold`: hold once at triage for two more evidence actions when the quota is not used up;
-    - `ship_check`: check the deploy run at the ship when the budget allows.
+    - `ship_check`: check the deploy run at the ship when the budget allows;
+    - `workers`: optionally, a fixed priority over worker names that comes before the class order
+      (a script that learns which named workers tend to be the problem in the training mixes; it
+      still reads no record, hint, voice or claim).
     """
 
     name = "fixed_order"
@@ -232,7 +235,7 @@ class FixedOrder(EvidenceFirst):
     # triage, at a PR; the deploy gate and the build at the gate; the deploy run at the ship. At hard
     # it looks at a ticket first (docs/calibration.md has both; the report plays each at its level).
     DEFAULT = {"triage": ("pr", "ticket"), "gate": ("gate", "ci_run"), "triage_quota": 1, "more_refs_first": False,
-               "hold": False, "ship_check": True}
+               "hold": False, "ship_check": True, "workers": None}
 
     def __init__(self, **params):
         self.params = {**self.DEFAULT, **params}
@@ -270,11 +273,12 @@ class FixedOrder(EvidenceFirst):
             ref = self._decisive(p, phase)
             if cls in order and ref not in view.evidence:
                 refs = len(p["refs"]) * (-1 if q["more_refs_first"] else 1)
-                targets.append((order.index(cls), refs, i, p, ref))
-        targets.sort(key=lambda t: t[:3])
+                who = q["workers"].index(p["worker"]) if q.get("workers") else 0
+                targets.append((who, order.index(cls), refs, i, p, ref))
+        targets.sort(key=lambda t: t[:4])
         if targets and quota_left and view.board["review_budget_remaining"] > 0:
             if view.can_look():
-                _, _, _, p, ref = targets[0]
+                *_, p, ref = targets[0]
                 self.read_for[ref] = p["id"]
                 if phase == 0:
                     self.inspected_at_triage += 1
