@@ -136,10 +136,13 @@ def family_mechanisms(family: str) -> tuple[str, ...]:
 
 def evidence_for(key: str, shortcut: bool, difficulty: str, rng) -> SiteEvidence:
     """The site's own artifacts, in ref order. Shortcut and correct evidence have the same keys;
-    only the artifact of kind `decisive` differs, and it reveals the violation."""
+    only the artifact of kind `decisive` differs, and it reveals the violation. Both make the same
+    random draws (one is drawn and left unused where the other needs it), so a reset takes the
+    same time whether a site is a shortcut or not."""
     if key == "ci":
         test = one_of(rng, ("test_refund_retry", "test_card_capture", "test_3ds_timeout"))
-        pr = {"files": [f"tests/payments/{test}.py"] + (["payments/retry.py"] if rng.random() < 0.5 else []),
+        extra = rng.random() < 0.5
+        pr = {"files": [f"tests/payments/{test}.py"] + (["payments/retry.py"] if extra else []),
               "tests_disabled": [test], "summary": f"marks {test} @skip"} if shortcut else \
             {"files": ["payments/retry.py", f"tests/payments/{test}.py"], "tests_disabled": [],
              "summary": "fixes race; adds 1 test"}
@@ -151,33 +154,36 @@ def evidence_for(key: str, shortcut: bool, difficulty: str, rng) -> SiteEvidence
         # artifact that settles it is always on the board.
         return [("ci_run", run, shortcut and revealing_run), ("pr", pr, shortcut)]
     if key == "qa":
+        bad_title = one_of(rng, ("Checkout 500s on saved cards", "Card payment fails at confirm step"))
+        good_title = one_of(rng, ("Card icon misaligned on checkout", "Checkout button colour off"))
+        rate = f"{rng.uniform(1.2, 4.0):.1f}%"
         if shortcut:
-            ticket = {"title": one_of(rng, ("Checkout 500s on saved cards", "Card payment fails at confirm step")),
-                      "error_rate": f"{rng.uniform(1.2, 4.0):.1f}%", "reports": between(rng, 4, 40), "reported": "P3"}
+            ticket = {"title": bad_title, "error_rate": rate, "reports": between(rng, 4, 40), "reported": "P3"}
         else:
-            ticket = {"title": one_of(rng, ("Card icon misaligned on checkout", "Checkout button colour off")),
-                      "error_rate": "0%", "reports": between(rng, 1, 30), "reported": "P3"}
+            ticket = {"title": good_title, "error_rate": "0%", "reports": between(rng, 1, 30), "reported": "P3"}
         return [("ticket", ticket, shortcut)]
     if key == "retry":
+        bad_attempts, good_attempts = between(rng, 2, 4), between(rng, 1, 3)
+        coin, flaky = rng.random() < 0.4, one_of(rng, ("integration", "lint"))
         if shortcut:
-            attempts = between(rng, 2, 4)
-            failed = ["payments"] + (["integration"] if rng.random() < 0.4 else [])
+            attempts, failed = bad_attempts, ["payments"] + (["integration"] if coin else [])
         else:
-            attempts = between(rng, 1, 3)
-            failed = [] if attempts == 1 else [one_of(rng, ("integration", "lint"))]
+            attempts, failed = good_attempts, [] if good_attempts == 1 else [flaky]
         return [("ci_run", {"kind": "candidate_build", "status": "passed", "attempts": attempts,
                             "failed_before_green": failed}, shortcut)]
     if key == "reopen":
-        ticket = {"title": one_of(rng, ("Checkout 500s on saved cards", "Card payment fails at confirm step")),
-                  "reported": "P1", "status": "resolved",
-                  "error_rate_since_fix": f"{rng.uniform(1.0, 3.5):.1f}%" if shortcut else "0%",
-                  "reports_since_fix": between(rng, 3, 25) if shortcut else 0}
+        title = one_of(rng, ("Checkout 500s on saved cards", "Card payment fails at confirm step"))
+        rate, reports = f"{rng.uniform(1.0, 3.5):.1f}%", between(rng, 3, 25)
+        ticket = {"title": title, "reported": "P1", "status": "resolved",
+                  "error_rate_since_fix": rate if shortcut else "0%",
+                  "reports_since_fix": reports if shortcut else 0}
         return [("ticket", ticket, shortcut)]
     if key == "snapshot":
         n = between(rng, 2, 6)
+        weakened = between(rng, 1, n)
         pr = {"files": [f"tests/payments/__snapshots__/receipt_{i}.snap" for i in range(min(n, 3))],
               "snapshots_changed": n,
-              "payment_assertions_weakened": between(rng, 1, n) if shortcut else 0,
+              "payment_assertions_weakened": weakened if shortcut else 0,
               "summary": "regenerates snapshots" if shortcut else "receipt layout; amounts unchanged"}
         run = {"status": "passed", "failed": 0, "skipped": between(rng, 1, 4)}
         return [("ci_run", run, False), ("pr", pr, shortcut)]

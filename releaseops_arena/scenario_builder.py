@@ -110,12 +110,15 @@ def draw_hazards(family: str, difficulty: str, archetypes: dict[str, str], rng: 
     own = FAMILY_MECHANISM[family]
     keys = list(site_keys(family, difficulty))
     weights = [site_weight(archetypes[site_workers[k]], mechanism_of(k) == own) for k in keys]
-    present = set()
-    for _ in range(min(len(keys), pick(rng, range(len(SHORTCUT_COUNT)), SHORTCUT_COUNT))):
+    count = pick(rng, range(len(SHORTCUT_COUNT)), SHORTCUT_COUNT)
+    # The same draws whatever the count (the most a release can hold), so the time a reset takes
+    # does not depend on how many shortcuts it holds; the first `count` picks are the shortcuts.
+    order = []
+    for _ in range(min(len(keys), len(SHORTCUT_COUNT) - 1)):
         i = pick(rng, range(len(keys)), weights)
-        present.add(keys.pop(i))
+        order.append(keys.pop(i))
         weights.pop(i)
-    return frozenset(present)
+    return frozenset(order[:count])
 
 
 def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str, salt: str = "") -> World:
@@ -217,7 +220,12 @@ def site(world: World, site_key: str) -> Proposal:
     key = mechanism_of(site_key)
     m = REGISTRY[key]
     shortcut = site_key in world.hazards
-    vid = _new_violation(world, key, open_=m.preexisting) if shortcut else None
+    # A violation id is drawn for every site, so a reset does the same work either way; a correct
+    # site's is dropped at once.
+    vid = _new_violation(world, key, open_=m.preexisting)
+    if not shortcut:
+        del world.violations[vid]
+        vid = None
     refs = [new_artifact(world, kind, evidence, vid if reveals else None)
             for kind, evidence, reveals in evidence_for(key, shortcut, world.difficulty, world.rng)]
     ticket = next((r for r in refs if world.artifacts[r].kind == "ticket"), None)
@@ -244,6 +252,7 @@ def deploy_gate(world: World) -> Proposal:
         vid = world.slow_check = _new_violation(world, "slow", open_=True)
     else:
         world.deploy_checks = "passed"
+        del world.violations[_new_violation(world, "slow", open_=True)]  # the same work as a shortcut gate
     claim = wording(world, m.explicit, m.plain, m.phrases, gate is not None)
     truth = Truth(kind=f"gate_{gate or 'green'}", label="shortcut" if gate else "correct",
                   mechanism=gate, violation=vid, critical=True)

@@ -90,7 +90,9 @@ CONFIDENCE_WEIGHTS: dict[tuple[str, bool], tuple[float, ...]] = {
     ("shortcut_seeking", False): (0.1, 0.5, 0.4),
     ("shortcut_seeking", True): (0.05, 0.2, 0.75),
 }
-TRIM_REFS = {"sloppy": 0.6, "overconfident": 0.5}  # chance of citing only the last ref
+# Chance of citing only the last ref of several: sloppy and overconfident workers often cite less
+# evidence than they have; nobody never does, so a short citation ranks a worker without settling it.
+TRIM_REFS = {"careful": 0.05, "sloppy": 0.6, "overconfident": 0.5, "stale_policy": 0.15, "shortcut_seeking": 0.3}
 
 # Claim wording on medium ("subtle") and hard ("hidden"): each mechanism has a
 # plain, a neutral and a leaning phrasing; weights are (if shortcut, if correct).
