@@ -1,4 +1,4 @@
-"""Learnability on v2: one command trains, evaluates and writes the report.
+"""Learnability: one command trains, evaluates and writes the report.
 
     python -m training.learnability                       # trains both (about 60 minutes on 2 cores)
     python -m training.learnability --structured-checkpoint runs/structured.pt \\
@@ -54,8 +54,8 @@ from .plot_metrics import plot  # noqa: E402
 
 SLICES = [(split, d) for d in ("medium", "hard") for split in EVALUATION_SPLITS]
 # Every policy that tries to win without supervising (calibration.json names them so).
-EXPLOITS = ("blind", "blind_probe", "cue_only", "naive", "always_hold", "always_approve", "inspect_everything",
-            "block_everything", "random")
+EXPLOITS = ("blind", "blind_probe", "cue_only", "fixed_order", "naive", "always_hold", "always_approve",
+            "inspect_everything", "block_everything", "random")
 # The structured policy's training when this command trains it: structured_policy.train's defaults
 # (clone the planner, every difficulty, validate every 50 updates) and these: a reading that knows the
 # train families only, withheld on 30% of proposals so the policy learns to act on a site it cannot
@@ -100,7 +100,16 @@ def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -
             results[label] = evaluate(policy, split, n, difficulty, workers=workers, baseline=rule, progress=False)
             results[label]["policy"] = label
         references = {e: {**calibration["slices"][name][e], "policy": e} for e in EXPLOITS}
-        out[name] = {"results": results, "exploits": references, "checks": slice_checks(results, references)}
+        checks = slice_checks(results, references)
+        # The share of the attention gap (attention_oracle - fixed_order, from the calibration of the same
+        # tasks) that the trained policy recovers, as the calibration report gives the planner's.
+        safe = {k: calibration["slices"][name][k]["metrics"]["safe_ship"]["rate"]
+                for k in ("attention_oracle", "fixed_order") if k in calibration["slices"][name]}
+        if len(safe) == 2 and safe["attention_oracle"] > safe["fixed_order"]:
+            trained = results["trained"]["metrics"]["safe_ship"]["rate"]
+            checks["attention_share"] = round((trained - safe["fixed_order"])
+                                              / (safe["attention_oracle"] - safe["fixed_order"]), 3)
+        out[name] = {"results": results, "exploits": references, "checks": checks}
     return out
 
 
