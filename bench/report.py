@@ -1,6 +1,6 @@
 """docs/benchmarks.md from one run's results: the header and goals, then one section per part.
 
-`render(results)` takes {"meta", "engine", "tokens", "server"} (the JSON that
+`render(results)` takes {"meta", "engine", "tokens", "server", "timing_channel"} (the JSON that
 `bench/run_all.py` keeps in bench/last_run/) and returns the Markdown. A section
 whose part did not run is left out, and so is a column nothing in this run measured.
 The server sections are in `bench/report_server.py`, the notes in `bench/notes.py`.
@@ -8,17 +8,18 @@ The server sections are in `bench/report_server.py`, the notes in `bench/notes.p
 
 from __future__ import annotations
 
-from bench import goals, notes, report_server
+from bench import goals, notes, report_server, timing_channel
 from bench.markdown import drop_empty_columns, f0, f1, f2, span, table
 
-PARTS = ("engine", "tokens", "server")
+PARTS = ("engine", "tokens", "server", "timing_channel")
 PACKAGES = ("openenv", "uvicorn", "websockets", "fastapi", "starlette", "pydantic", "psutil", "tokenizers")
 
 
 def render(results: dict) -> str:
     sections = [header(results["meta"]), goals_section(results), engine_section(results["engine"]),
                 *report_server.sections(results), tokens_section(results["tokens"]),
-                profiles_section(results["engine"], results["server"]), notes_section(results)]
+                profiles_section(results["engine"], results["server"]), (timing_channel.section(results["timing_channel"]) if results.get("timing_channel") else ""),
+                notes_section(results)]
     return "\n\n".join(s for s in sections if s) + "\n"
 
 

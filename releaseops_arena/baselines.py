@@ -175,9 +175,8 @@ class EvidenceFirst(Policy):
         refs = [r for r in p["refs"] if r.startswith(prefix)]
         return refs[-1] if refs else None
 
-    def act(self, view):
-        pending, phase = view.pending(), view.board["phase_index"]
-        others = [p for p in pending if p["request"] != "ship_release_candidate"]
+    def _decline_or_block(self, view, others: list[dict]) -> tuple[str, dict] | None:
+        """Decline what only costs time; block a proposal its own inspected evidence shows broken."""
         for p in others:
             if p["request"] in DELAY_REQUESTS:
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
@@ -186,6 +185,24 @@ class EvidenceFirst(Policy):
                 if rule in rules_for(p) and p["id"] not in self.blocked:
                     self.blocked.add(p["id"])
                     return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
+        return None
+
+    def _ship(self, view, ship: dict, check: bool) -> tuple[str, dict]:
+        """Check the deploy-check run if `check` and the budget allows; block once on S3 seen; else ship."""
+        if check and ship["refs"][-1] not in view.evidence and view.can_look():
+            return inspect_call(ship["refs"][-1])
+        shown = next((evidence_violation(view.evidence[r]) for r in ship["refs"] if r in view.evidence), None)
+        if shown == "S3" and not self.ship_blocked:
+            self.ship_blocked = True
+            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
+        return "approve_proposal", {"proposal_id": ship["id"]}
+
+    def act(self, view):
+        pending, phase = view.pending(), view.board["phase_index"]
+        others = [p for p in pending if p["request"] != "ship_release_candidate"]
+        call = self._decline_or_block(view, others)
+        if call:
+            return call
         if view.can_look():
             targets = [(p, ref) for p in others if (ref := self._decisive(p, phase)) and ref not in view.evidence]
             if phase == 0:
@@ -199,14 +216,7 @@ class EvidenceFirst(Policy):
                 return inspect_call(ref)
         if others:
             return "approve_proposal", {"proposal_id": others[0]["id"]}
-        ship = pending[0]
-        if ship["refs"][-1] not in view.evidence and view.can_look():
-            return inspect_call(ship["refs"][-1])  # the deploy-check run
-        shown = next((evidence_violation(view.evidence[r]) for r in ship["refs"] if r in view.evidence), None)
-        if shown == "S3" and not self.ship_blocked:
-            self.ship_blocked = True
-            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
-        return "approve_proposal", {"proposal_id": ship["id"]}
+        return self._ship(view, pending[0], check=True)
 
 
 class FixedOrder(EvidenceFirst):
@@ -232,10 +242,11 @@ class FixedOrder(EvidenceFirst):
     TRIAGE_CLASSES = ("ticket", "pr")
     GATE_CLASSES = ("gate", "ci_run")
     # The script `exploits.search_fixed_order` finds on 600 train scenarios at medium (v3): one look at
-    # triage, at a PR; the deploy gate and the build at the gate; the deploy run at the ship. At hard
-    # it looks at a ticket first (docs/calibration.md has both; the report plays each at its level).
+    # triage, at a PR; the deploy gate and the build at the gate; the deploy run at the ship; the release
+    # manager's and QA's cards first. At hard it looks at a ticket first (docs/calibration.md has both;
+    # the report plays each at its level).
     DEFAULT = {"triage": ("pr", "ticket"), "gate": ("gate", "ci_run"), "triage_quota": 1, "more_refs_first": False,
-               "hold": False, "ship_check": True, "workers": None}
+               "hold": False, "ship_check": True, "workers": ("release_manager", "qa_triage", "ci_fixer", "sre")}
 
     def __init__(self, **params):
         self.params = {**self.DEFAULT, **params}
@@ -256,14 +267,9 @@ class FixedOrder(EvidenceFirst):
     def act(self, view):
         pending, phase = view.pending(), view.board["phase_index"]
         others = [p for p in pending if p["request"] != "ship_release_candidate"]
-        for p in others:
-            if p["request"] in DELAY_REQUESTS:
-                return "block_proposal", {"proposal_id": p["id"], "rule_id": rules_for(p)[0]}
-            for ref in p["refs"]:
-                rule = evidence_violation(view.evidence[ref]) if self.read_for.get(ref) == p["id"] else None
-                if rule in rules_for(p) and p["id"] not in self.blocked:
-                    self.blocked.add(p["id"])
-                    return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
+        call = self._decline_or_block(view, others)
+        if call:
+            return call
         q = self.params
         order = tuple(q["triage"] if phase == 0 else q["gate"])
         quota_left = phase != 0 or self.inspected_at_triage < q["triage_quota"]
@@ -288,14 +294,7 @@ class FixedOrder(EvidenceFirst):
                 return "hold_release", {"reason_code": "risk_too_high"}
         if others:
             return "approve_proposal", {"proposal_id": others[0]["id"]}
-        ship = pending[0]
-        if q["ship_check"] and ship["refs"][-1] not in view.evidence and view.can_look():
-            return inspect_call(ship["refs"][-1])  # the deploy-check run
-        shown = next((evidence_violation(view.evidence[r]) for r in ship["refs"] if r in view.evidence), None)
-        if shown == "S3" and not self.ship_blocked:
-            self.ship_blocked = True
-            return "block_proposal", {"proposal_id": ship["id"], "rule_id": "S3"}
-        return "approve_proposal", {"proposal_id": ship["id"]}
+        return self._ship(view, pending[0], check=q["ship_check"])
 
 
 class AttentionOracle(Policy):

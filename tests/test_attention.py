@@ -15,7 +15,7 @@ import pytest
 
 from releaseops_arena import workers as cues
 from releaseops_arena.baselines import AttentionOracle, FixedOrder, Naive, TruthReader, play
-from releaseops_arena.catalog import ALL_FAMILIES, ARCHETYPES, DIFFICULTIES
+from releaseops_arena.catalog import ALL_FAMILIES, ARCHETYPES
 from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import REGISTRY, WORDINGS
 from releaseops_arena.planner import ReferencePlanner, _archetype_posterior
@@ -35,27 +35,22 @@ def test_every_release_has_more_sites_than_its_review_budget_covers(difficulty):
         assert len(site_keys(family, difficulty)) >= 2 * int(DIFFICULTY[difficulty]["budget"]), family
 
 
-# The site classes a fixed order knows (by the kind of artifact that settles them) and their mechanisms.
-_CLASS_MECHANISMS = {"pr": ("ci", "snapshot"), "ticket": ("qa", "reopen")}
-
-
 def _unwatched_site_case():
-    """A train board whose one shortcut is a triage site of the class the fixed order does not look at
-    there, put up by a worker whose record is bad while every other worker's record is clean."""
-    order, quota = FixedOrder.DEFAULT["triage"], FixedOrder.DEFAULT["triage_quota"]
-    unwatched = order[quota:] if quota < len(order) else ()
-    assert unwatched, "the fixed order looks at every triage class: pick another case"
-    mechanisms = {m for cls in unwatched for m in _CLASS_MECHANISMS[cls]}
+    """A train board whose one shortcut is a triage site the fixed order does not look at (it has one
+    look at triage and spends it on the card of a worker it ranks higher), put up by a worker whose
+    record is bad while every other worker's record is clean."""
+    assert FixedOrder.DEFAULT["triage_quota"] == 1 and FixedOrder.DEFAULT["workers"], "the script changed"
+    last = FixedOrder.DEFAULT["workers"][-1]
     for s in scenarios("train", 4000, "medium"):
         w = Episode(**s).world
         if len(w.hazards) != 1:
             continue
         (site,) = w.hazards
-        if mechanism_of(site) not in mechanisms:
+        triage = {k: v for k, v in w.site_workers.items() if REGISTRY[mechanism_of(k)].stage == 0}
+        if site not in triage or triage[site] != last or set(triage.values()) == {last}:
             continue
-        bad = w.site_workers[site]
         records = {name: card.recent_incorrect for name, card in w.workers.items()}
-        if records[bad] >= 5 and all(k <= 1 for name, k in records.items() if name != bad):
+        if records[last] >= 5 and all(k <= 1 for name, k in records.items() if name != last):
             return s, site
     raise AssertionError("no such board in 4,000 train scenarios")
 
@@ -128,7 +123,6 @@ def test_a_worse_record_raises_a_sites_posterior_and_lowers_the_others():
 def test_every_visible_feature_together_ranks_sites_without_settling_them(difficulty):
     """The fitted cue reader (a logistic regression on every visible feature) carries information, but
     far less than the label's entropy: no visible combination lets a policy skip the evidence."""
-    pytest.importorskip("sklearn")
     from releaseops_arena.exploits import collect_rich_rows, fit_cue_model
 
     model = fit_cue_model(difficulty, 600)
@@ -228,8 +222,40 @@ def test_the_attention_oracle_reads_the_truth_only_to_choose_what_to_inspect():
             tool == "block_proposal" for tool, _, _ in calls)
 
 
-@pytest.mark.parametrize("difficulty", DIFFICULTIES)
-def test_no_release_has_more_shortcuts_than_the_budget_can_inspect(difficulty):
-    for s in scenarios("train", 300, difficulty):
+@pytest.mark.parametrize("split", ["train", "unseen_mix"])
+def test_the_shortcut_count_is_the_published_one_on_every_slice_and_fits_the_budget(split):
+    """The count is drawn before anything about the workers, so even a mix that pins two bad workers
+    has the published share of clean releases, and no release outgrows what the budget can inspect."""
+    counts = [0] * 8
+    for s in scenarios(split, 1000, "medium"):
         w = Episode(**s).world
-        assert len(w.hazards) <= min(len(cues.SHORTCUT_COUNT) - 1, w.budget)
+        assert len(w.hazards) <= w.budget
+        counts[len(w.hazards)] += 1
+    for k, p in enumerate(cues.SHORTCUT_COUNT):
+        assert abs(counts[k] / 1000 - p) < 0.05, (k, counts)
+
+
+def test_a_worker_with_a_bad_record_decides_far_more_shortcuts():
+    """The generator side of "history ranks sites": among the sites of train releases, those decided by
+    a worker whose record shows four or more wrong tasks are shortcuts much more often than those of a
+    worker with at most one. (Records or hazards drawn without the worker would make these equal.)"""
+    tally = {"bad": [0, 0], "good": [0, 0]}
+    for s in scenarios("train", 600, "medium", start=40_000):
+        w = Episode(**s).world
+        for key, worker in w.site_workers.items():
+            k = w.workers[worker].recent_incorrect
+            group = "bad" if k >= 4 else "good" if k <= 1 else None
+            if group:
+                tally[group][0] += key in w.hazards
+                tally[group][1] += 1
+    bad, good = (tally[g][0] / tally[g][1] for g in ("bad", "good"))
+    assert bad >= 2 * good, tally
+
+
+def test_the_planner_beats_the_fixed_order_on_train_releases():
+    """The benchmark's headline on a quick sample: reading the workers beats looking in the searched
+    fixed order by a wide margin (the calibration report measures every slice)."""
+    sample = list(scenarios("train", 300, "medium", start=50_000))
+    fixed = sum(play(FixedOrder(), s)["metrics"]["safe_ship"] for s in sample) / len(sample)
+    planner = sum(play(ReferencePlanner(), s)["metrics"]["safe_ship"] for s in sample) / len(sample)
+    assert planner - fixed >= 0.10, (planner, fixed)
