@@ -181,8 +181,10 @@ GOALS: dict[str, Goal] = {
         lambda r: _soak(r)["second_half_growth_mb"],
         bound=lambda r, limit: max(limit, 0.01 * _soak(r)["rss_end_mb"]),
         wording="second-half growth <= max(2 MB, 1%)", detail=_soak_detail),
+    # v3 boards carry six sites on medium (two copies of each triage mechanism), two more proposals
+    # than v2's four-site boards that the old 1,200 was set for; tests/test_leaks.py holds the same bound.
     "initial_medium": Goal(
-        "median initial observation, medium", "<=", 1_200, "chars",
+        "median initial observation, medium", "<=", 1_700, "chars",
         lambda r: r["tokens"]["by_difficulty"]["medium"]["initial_chars"]["median"]),
     "result_without_next": Goal(
         "largest tool result without `next`", "<=", RESULT_CHARS, "chars",

@@ -68,19 +68,6 @@ def subset_prior(weights: tuple[float, ...]) -> tuple[tuple[frozenset, float], .
     return tuple(out.items())
 
 
-def family_scale(families: tuple[str, ...], key: str) -> float:
-    """The share of the possible families in which mechanism `key` has sites (kept for readers)."""
-    return sum(key in family_mechanisms(f) for f in families) / len(families)
-
-
-def site_posterior(view: View, p: dict, keys: tuple[str, ...], kind: object, clues: str,
-                   families: tuple[str, ...]) -> float:
-    """P(this one site is a shortcut), from its own cues alone (the planner ranks with `beliefs`)."""
-    planner = ReferencePlanner()
-    planner.clues, planner.families = clues, families
-    return planner.beliefs(view).get(p["id"], 0.0)
-
-
 # The requests of the sites each family puts on the board (public: the catalogue and the registry).
 _SITE_REQUESTS = {f: tuple(REGISTRY[m].request for m in family_mechanisms(f)) for f in ALL_FAMILIES}
 _ONE_FAMILY_REQUESTS = {r for r in {r for rs in _SITE_REQUESTS.values() for r in rs}
