@@ -142,7 +142,7 @@ class StructuredPolicy(Policy):
         return tool, args
 
 
-def export(src: str | Path, dst: str | Path, digits: int = 4) -> dict:
+def export(src: str | Path, dst: str | Path, digits: int = 6) -> dict:
     """Write a checkpoint's weights as the JSON `releaseops_arena.trained_policy` plays without torch.
 
     `digits` significant digits per weight keep the file small; `greedy_agreement` checks that
