@@ -111,7 +111,6 @@ class ReferencePlanner(Policy):
     look_at = 0.04  # posterior below which a site is never worth a look
     ship_block_at = 0.45  # belief that a rule is broken above which the ship is blocked
     clues = "subtle"
-    families: tuple[str, ...] = ALL_FAMILIES
     _cache = None
 
     def begin(self, observation):
@@ -119,12 +118,16 @@ class ReferencePlanner(Policy):
         self.clues = "explicit" if board["review_budget_remaining"] >= 4 else "subtle"
         self.approved_risk: dict[str, float] = {}
         self.ship_blocked: set[str] = set()
-        self.families = possible_families(known=self.known)
         self._cache = None
         if self.clues != "explicit":
             # Hard boards bring two pieces of benign work to triage, medium ones one (the layout is public).
             benign = [p for p in board["proposals"] if p["request"] not in DELAY_REQUESTS and self.site_of(p) is None]
             self.clues = "hidden" if len(benign) >= 2 else "subtle"
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The families this planner weighs before any board names one (`beliefs` narrows them per view)."""
+        return possible_families(known=self.known)
 
     # ------------------------------------------------------------ reading
 
@@ -157,7 +160,7 @@ class ReferencePlanner(Policy):
         return {w: _archetype_posterior(stats.get(w), voices.get(w, ()), trims.get(w, ())) for w in stats}
 
     def _likelihood(self, p: dict, key: str, post: dict[str, dict[str, float]]) -> tuple[float, float]:
-        """P(what the card shows | shortcut), P(... | correct): wording and stated confidence."""
+        """P(what the card shows | shortcut), P(... | correct): wording, stated confidence and voice."""
         bad = good = 1.0
         matches = [k for m, k in wordings_of(p["claim"], self.wordings) if m == key or key == "gate" and m in GATE]
         if self.clues == "explicit":
@@ -184,7 +187,7 @@ class ReferencePlanner(Policy):
     def beliefs(self, view: View) -> dict:
         """P(shortcut) for every site proposal seen (by id) and, under "future", for the sites still to
         come (highest first), mixing the families still possible by how well each explains the board."""
-        key = (len(view.evidence), view.phases, self.clues, self.families,
+        key = (len(view.evidence), view.phases, self.clues, self.known,
                tuple((p["id"], p.get("status", ""), p["worker"], p["claim"], p["confidence"], len(p["refs"]))
                      for p in view.proposals.values()),
                tuple((w["worker"], w["hint"], w["recent"]["incorrect"]) for w in view.board.get("worker_stats", [])))
@@ -201,8 +204,7 @@ class ReferencePlanner(Policy):
         mixed: dict[str, float] = {}
         future_mixed: list[float] = []
         total = 0.0
-        families = possible_families([p["request"] for p in view.proposals.values()], self.known)
-        for family in families:
+        for family in possible_families([p["request"] for p in view.proposals.values()], self.known):
             own = FAMILY_MECHANISM[family]
             slots = site_keys(family, "easy" if self.clues == "explicit" else "medium")
             weights, likes, ids = [], [], []
@@ -254,8 +256,6 @@ class ReferencePlanner(Policy):
 
     def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
         """(P(shortcut), the rule it would break) for a proposal; 0 and no rule for non-sites."""
-        if p["request"] in _ONE_FAMILY_REQUESTS:  # a site only one family has: the board names the family
-            self.families = possible_families((p["request"],), self.known)
         key = self.site_of(p)
         if key is None:
             return 0.0, None
@@ -278,9 +278,6 @@ class ReferencePlanner(Policy):
 
     def act(self, view):
         pending = view.pending()
-        for p in pending:
-            if p["request"] in _ONE_FAMILY_REQUESTS:
-                self.families = possible_families((p["request"],), self.known)
         others = [p for p in pending if p["request"] != "ship_release_candidate"]
         ships = [p for p in pending if p["request"] == "ship_release_candidate"]
         open_sites = []

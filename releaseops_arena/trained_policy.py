@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .catalog import ALL_FAMILIES, ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
 from .mechanisms import REGISTRY, WORDINGS, family_mechanisms
-from .planner import ReferencePlanner, possible_families
+from .planner import ReferencePlanner
 from .splits import SPLITS
 from .policy import DELAY_REQUESTS, Policy, evidence_violation, fix_kind, rules_for, seen_violation, wording_of
 from .workers import ANSWERS
@@ -147,23 +147,15 @@ def request_kind(request: str, known: tuple[str, ...] = ALL_FAMILIES) -> str:
     return "change" if request in _held_out_requests(known) else REQUEST_KIND.get(request, "change")
 
 
-def _planner(view: View, reader: str = DEFAULT_READER) -> ReferencePlanner:
-    """A reference planner that knows the reader's families only, its state rebuilt from the view:
-    the families still possible (a request only one known family has names it) and the clue level.
-    The level is always "subtle": the view does not keep the opening budget the planner reads it
-    from, and on easy, where wording settles a site, the wording-kind features carry that instead."""
+def _planner(reader: str = DEFAULT_READER) -> ReferencePlanner:
+    """A reference planner that knows the reader's families only (it reads which of them are still
+    possible off each view itself), at the clue level "subtle": the view does not keep the opening
+    budget the planner reads the level from, and on easy, where wording settles a site, the
+    wording-kind features carry that instead."""
     planner = ReferencePlanner()
     planner.known, planner.wordings = READERS[check_reader(reader)], known_wordings(reader)
     planner.clues = "subtle"
-    planner.families = possible_families((q["request"] for q in view.proposals.values()), planner.known)
     return planner
-
-
-def _doubt(planner: ReferencePlanner, view: View, p: dict) -> tuple[float, str | None]:
-    families = planner.families
-    prob, rule = planner.doubt(view, p)
-    planner.families = families  # doubt narrows them as it reads; the view already did
-    return prob, rule
 
 
 def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=frozenset()) -> dict:
@@ -174,8 +166,8 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
     as does a proposal whose id is in `masked` (training's reading dropout); a `masked` set whose
     `whole` attribute is true also hides whether the proposal is a fix and what kind of request it
     is, as a held-out mechanism's proposal reads to a reader that does not know it."""
-    planner = planner or _planner(view)
-    prob, rule = (0.0, None) if p["id"] in masked else _doubt(planner, view, p)
+    planner = planner or _planner()
+    prob, rule = (0.0, None) if p["id"] in masked else planner.doubt(view, p)
     hidden = p["id"] in masked and getattr(masked, "whole", False) and p["request"] != "ship_release_candidate"
     match = None if p["id"] in masked else wording_of(p["claim"], planner.wordings)
     risk = {r: 0.0 for r in RULES}
@@ -183,7 +175,7 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
         for q in view.proposals.values():
             if q.get("status") == "approved" and q["request"] != "ship_release_candidate" \
                     and q["id"] not in masked and not seen_violation(view, q)[1]:
-                q_prob, q_rule = _doubt(planner, view, q)
+                q_prob, q_rule = planner.doubt(view, q)
                 if q_rule:
                     risk[q_rule] = 1 - (1 - risk[q_rule]) * (1 - q_prob)
         shown, looked = seen_violation(view, p)
@@ -231,7 +223,7 @@ def candidates(view: View, reader: str = DEFAULT_READER,
     pending = view.pending()
     can_look = view.can_look()
     asked = set()
-    planner = _planner(view, reader)
+    planner = _planner(reader)
     for p in pending:
         r = read(view, p, planner, masked)  # once per proposal: every candidate on it shares the reading
         out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p, reading=r)))

@@ -258,7 +258,7 @@ def test_the_train_reader_reads_a_held_out_familys_own_sites_as_unknown():
                               "kind", "risk", "answer"}
             if p in held and p["request"] != "open_deploy_gate":
                 assert (r["rule"], r["prob"], r["decisive"], r["kind"]) == (None, 0.0, None, None), p["claim"]
-                assert read(view, p, _planner(view, "all"))["rule"] is not None
+                assert read(view, p, _planner("all"))["rule"] is not None
                 unknown += 1
             elif r["rule"]:
                 known += 1
@@ -274,7 +274,7 @@ def test_on_the_train_split_the_readers_place_the_same_sites():
     for scenario in scenarios("train", 8):
         view = sp.Tracker(json.loads(ReleaseOpsToolEnv().reset(**scenario)))
         for p in view.pending():
-            train, every = read(view, p, _planner(view, "train")), read(view, p, _planner(view, "all"))
+            train, every = read(view, p, _planner("train")), read(view, p, _planner("all"))
             assert [train[k] for k in ("rule", "decisive", "kind")] == [every[k] for k in ("rule", "decisive", "kind")]
             differ += train["prob"] != every["prob"]
     assert differ
@@ -360,7 +360,7 @@ def test_the_train_reader_knows_no_held_out_mechanisms_fix_or_request():
     rerun = {**p, "request": "run_deploy_checks", "claim": "Running the full canary now; gate opens on green."}
     close = {**p, "request": "close_ticket"}
     train_fix = {**p, "request": "merge_pr", "claim": "Real fix merged; payment test re-enabled and green."}
-    train, every = _planner(view, "train"), _planner(view, "all")
+    train, every = _planner("train"), _planner("all")
     assert not read(view, rerun, train)["fix"] and read(view, rerun, every)["fix"]
     assert read(view, close, train)["request_kind"] == "change" and read(view, close, every)["request_kind"] == "paperwork"
     assert read(view, train_fix, train)["fix"] and read(view, train_fix, every)["fix"]
