@@ -113,7 +113,10 @@ class Episode:
         self.world = build_scenario(family, seed, difficulty, archetype_mix, salt)
         self.config = {"family": family, "seed": self.world.seed, "difficulty": difficulty,
                        "archetype_mix": archetype_mix}
-        self.episode_return = 0.0
+        # The release counts as a missed deadline until it ends (rewards.OPENING_REWARD): the reset's
+        # reward, so that a policy that stops playing never scores better than one that plays on.
+        self.opening_reward = rewards.OPENING_REWARD
+        self.episode_return = self.opening_reward
         self.done = False
         self.outcome: str | None = None
         self.terminal_reason: str | None = None
@@ -316,8 +319,10 @@ class Episode:
         return 0.0
 
     def _finish(self, outcome: str, reason: str) -> float:
+        """End the episode; the terminal reward is the outcome's difference to the opening reward,
+        and every discovery bonus earned."""
         self.done, self.outcome, self.terminal_reason = True, outcome, reason
-        return rewards.OUTCOME_REWARD[outcome] + rewards.DISCOVERY * len(self.counters.discovered)
+        return rewards.outcome_delta(outcome) + rewards.DISCOVERY * len(self.counters.discovered)
 
     # -------------------------------------------------------- resolutions
 

@@ -4,6 +4,14 @@ The terminal outcome dominates; shaping is limited to a small budget cost, an
 invalid-action penalty, and a one-time bonus per latent violation revealed.
 The discovery bonuses are paid with the terminal reward, not on the step that
 revealed them: a step reward must not say more than that step's evidence text.
+
+Quitting never pays. A release counts as a missed deadline until it ends: the
+reset's reward is that penalty (`OPENING_REWARD`), and the terminal step pays
+the difference to the real outcome. So however a client keeps score (the sum
+of step rewards with or without the reset's, the last step's reward,
+`get_reward()`, `end_episode`, a socket closed mid-episode), an episode it
+stops playing scores no better than the same episode held on to its deadline,
+and a finished episode's rewards, the reset's included, still sum to its return.
 """
 
 from __future__ import annotations
@@ -22,6 +30,13 @@ OUTCOME_REWARD: dict[str, float] = {
     "unsafe_ship": UNSAFE_SHIP,
     "missed_deadline": MISSED_DEADLINE,
 }
+# The reset's reward: the outcome a release has until it ships. Constant, so it says nothing of the world.
+OPENING_REWARD = MISSED_DEADLINE
+
+
+def outcome_delta(outcome: str) -> float:
+    """What the terminal step pays for its outcome, on top of the opening reward."""
+    return round(OUTCOME_REWARD[outcome] - OPENING_REWARD, 6) + 0.0
 
 # V3: no episode runs unboundedly. A tool call is any call, valid or not.
 MAX_TOOL_CALLS = 60
@@ -45,9 +60,10 @@ RETURN_MIN = round(UNSAFE_SHIP + BUDGET_UNIT * MAX_REVIEW_BUDGET + INVALID_ACTIO
 # The return by part: each part is a line of the table times the episode's
 # count of its event. The parts sum to the episode return at every step (a
 # test holds the engine to it), and the server's rubric tree names one child
-# per part. Discoveries count only once paid, with the terminal reward.
+# per part. Discoveries count only once paid, with the terminal reward; until
+# the release ends, its outcome part is the opening reward (a missed deadline).
 PARTS = {
-    "outcome": lambda c: OUTCOME_REWARD[c["outcome"]] if c["outcome"] else 0.0,
+    "outcome": lambda c: OUTCOME_REWARD[c["outcome"]] if c["outcome"] else OPENING_REWARD,
     "budget": lambda c: BUDGET_UNIT * c["budget_used"],
     "invalid_calls": lambda c: INVALID_ACTION * c["invalid_actions"],
     "discoveries": lambda c: DISCOVERY * c["discoveries_paid"],
@@ -64,19 +80,27 @@ _STEP_PARTS: dict[tuple, dict[str, float]] = {}
 
 def step_parts(budget_spent: int, invalid: int, outcome: str | None, discoveries_paid: int) -> dict[str, float]:
     """One step's reward by part (an audit entry's `reward_parts`): the parts are linear in their
-    counts, so a step's parts are PARTS over the step's own counts. A fresh dict from a small cache:
-    a step has few possible shapes, and this runs on every call."""
+    counts, so a step's parts are PARTS over the step's own counts, with the terminal step's outcome
+    part the difference to the opening reward. A fresh dict from a small cache: a step has few
+    possible shapes, and this runs on every call."""
     key = (budget_spent, invalid, outcome, discoveries_paid)
     parts = _STEP_PARTS.get(key)
     if parts is None:
-        parts = _STEP_PARTS[key] = breakdown({"outcome": outcome, "budget_used": budget_spent,
-                                              "invalid_actions": invalid, "discoveries_paid": discoveries_paid})
+        parts = breakdown({"outcome": outcome, "budget_used": budget_spent, "invalid_actions": invalid,
+                           "discoveries_paid": discoveries_paid})
+        parts["outcome"] = outcome_delta(outcome) if outcome else 0.0
+        _STEP_PARTS[key] = parts
     return dict(parts)
 
-# The largest single step reward: the terminal step of a safe ship pays every
-# discovery bonus at once (their budget costs fell on earlier steps), so a step
-# can exceed RETURN_MAX. openenv.yaml's reward range is [RETURN_MIN, STEP_REWARD_MAX].
-STEP_REWARD_MAX = round(SAFE_SHIP + DISCOVERY * min(MAX_REVIEW_BUDGET, MAX_LATENT_VIOLATIONS), 6)
+
+def opening_parts() -> dict[str, float]:
+    """The reset's reward by part: the opening reward, all of it outcome."""
+    return {name: OPENING_REWARD if name == "outcome" else 0.0 for name in PARTS}
+
+# The largest single step reward: the terminal step of a safe ship pays back the opening
+# reward and every discovery bonus at once (their budget costs fell on earlier steps), so a
+# step can exceed RETURN_MAX. openenv.yaml's reward range is [RETURN_MIN, STEP_REWARD_MAX].
+STEP_REWARD_MAX = round(outcome_delta("safe_ship") + DISCOVERY * min(MAX_REVIEW_BUDGET, MAX_LATENT_VIOLATIONS), 6)
 
 
 def table() -> dict[str, float]:
@@ -88,4 +112,5 @@ def table() -> dict[str, float]:
         "budget_unit_spent": BUDGET_UNIT,
         "invalid_action": INVALID_ACTION,
         "inspection_revealed_true_violation": DISCOVERY,
+        "opening_reward": OPENING_REWARD,
     }

@@ -95,7 +95,10 @@ class ReleaseOpsEnvironment(Environment):
         self._episode, self._picked_by_server = start_episode(kwargs, TASKS)
         self.rubric.reset()
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
-        return ReleaseOpsObservation(text=self._episode.initial_observation, done=False, reward=0.0)
+        # The reset's reward is the opening reward (a missed deadline until the release ships; rewards.py).
+        ep = self._episode
+        return ReleaseOpsObservation(text=ep.initial_observation, done=False, reward=ep.opening_reward,
+                                     episode_return=ep.episode_return)
 
     # OpenEnv's Task API (TaskProvider): served as /releaseops_arena/splits, /tasks, ...
     def list_splits(self) -> list[dict]:

@@ -31,12 +31,12 @@ from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, task_scenario
 
 from .evaluate import make_policy
-from .make_dataset import SYSTEM_PROMPT
+from releaseops_arena.brief import with_board
 
 
 def conversation(run: dict) -> list[dict]:
     """One played episode as chat messages, formatted the way TRL's tool loop formats them."""
-    messages = [{"role": "user", "content": SYSTEM_PROMPT + run["observation"]}]
+    messages = with_board(run["observation"])
     for step in run["steps"]:
         messages.append({"role": "assistant", "content": "", "tool_calls": [
             {"type": "function", "function": {"name": step["tool"], "arguments": step["arguments"]}}]})

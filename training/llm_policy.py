@@ -13,7 +13,7 @@ import json
 
 from releaseops_arena.baselines import Policy
 
-from .make_dataset import SYSTEM_PROMPT
+from releaseops_arena.brief import with_board
 from .sft_warmup import tool_functions
 
 
@@ -40,7 +40,7 @@ class LLMPolicy(Policy):
         self._cache, self._cached = DynamicCache(), []  # token ids whose keys and values the cache holds
 
     def begin(self, observation: str) -> None:
-        self.messages = [{"role": "user", "content": SYSTEM_PROMPT + observation}]
+        self.messages = with_board(observation)
         self.queue: list[tuple[str, dict]] = []
         self.turns = 0
 

@@ -1,12 +1,15 @@
-"""Dataset rows for GRPO: `prompt, split, index, difficulty, benchmark_version`.
+"""Dataset rows for GRPO: `prompt, split, index, difficulty, benchmark_version, prompt_version`.
 
     python -m training.make_dataset --out data/ --train 512 --eval 128
 
-`prompt` is chat-format messages; the other columns name a task of the Task
+`prompt` is chat-format messages: the task brief (`releaseops_arena.brief`) as the
+system message, then a user turn ending in a newline, to which TRL appends the
+reset's board (so the board starts on its own line). The other columns name a task of the Task
 API (`releaseops_arena.splits.ReleaseTasks`), which `ReleaseOpsToolEnv.reset(**row)`
 and a server's reset both take. A row names no family, mix or seed: the task
 fixes them. `benchmark_version` (`catalog.BENCHMARK_VERSION`) names the version of
-the world the rows were made for; a reset ignores it. Splits use disjoint seed
+the world the rows were made for, `prompt_version` (`brief.PROMPT_VERSION`) the
+brief's wording; a reset ignores both. Splits use disjoint seed
 ranges, and the held-out family and mix never appear in `train`. Saved as
 parquet; nothing is pushed anywhere.
 """
@@ -19,15 +22,12 @@ from pathlib import Path
 
 from datasets import Dataset
 
+from releaseops_arena.brief import PROMPT_VERSION, prompt_messages
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import EVALUATION_SPLITS, SECRET_ENV, task_scenario, task_token
 
-SYSTEM_PROMPT = (
-    "You are the release oversight supervisor. Use tools sparingly. Gather evidence only when justified. "
-    "Resolve all active proposals. Stop once the phase or episode is resolved."
-)
-# `benchmark_version`: so that datasets (and what is trained on them) of different versions are never mixed.
-COLUMNS = ["prompt", "split", "index", "difficulty", "benchmark_version"]
+# The versions: so that datasets (and what is trained on them) of different worlds or briefs are never mixed.
+COLUMNS = ["prompt", "split", "index", "difficulty", "benchmark_version", "prompt_version"]
 
 
 def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
@@ -37,8 +37,8 @@ def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
     out = []
     for i in range(n):
         level = task_scenario(split, i, difficulty)["difficulty"]
-        row = {"prompt": [{"role": "user", "content": SYSTEM_PROMPT}], "split": split, "index": i, "difficulty": level,
-               "benchmark_version": BENCHMARK_VERSION}
+        row = {"prompt": prompt_messages(), "split": split, "index": i, "difficulty": level,
+               "benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION}
         if secret:
             row["token"] = task_token(secret, split, i, level)
         out.append(row)

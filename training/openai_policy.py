@@ -3,7 +3,7 @@
 vLLM, TGI, Ollama, llama.cpp's server, `transformers serve` and hosted APIs all speak
 the chat-completions protocol; OpenEnv's `openenv.core.llm_client.OpenAIClient`
 talks it. The model sees the conversation the TRL loop and the in-process `hf:`
-policy show it: one user message (SYSTEM_PROMPT + the reset observation), an
+policy show it: the task brief as the system message, a user turn with the reset board, an
 assistant `tool_calls` turn per call, a `tool` turn per result, and an invalid
 call's result as `str({'error': message})`, with the same seven tool schemas.
 
@@ -32,7 +32,7 @@ from openenv.core.llm_client import LLMResponse, OpenAIClient, ToolCall, _mcp_to
 from releaseops_arena.baselines import Policy
 from releaseops_arena.tools import tool_schemas
 
-from .make_dataset import SYSTEM_PROMPT
+from releaseops_arena.brief import with_board
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -158,7 +158,7 @@ class OpenAIPolicy(Policy):
         return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r})"
 
     def begin(self, observation: str) -> None:
-        self.messages: list[dict] = [{"role": "user", "content": SYSTEM_PROMPT + observation}]
+        self.messages: list[dict] = with_board(observation)
         self.queue: list[tuple[str, str, dict]] = []
         self.turns = 0
         self.usage = {"requests": 0, "prompt_tokens": None, "completion_tokens": None, "total_tokens": None,
