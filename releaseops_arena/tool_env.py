@@ -36,7 +36,7 @@ class ReleaseOpsToolEnv(SupervisorTools):
         the public draw: the evaluation secret is a server's (splits.ReleaseTasks).
         """
         self._episode, _ = start_episode(kwargs, _PUBLIC_TASKS)
-        self.reward = 0.0
+        self.reward = self._episode.episode_return  # the opening reward: a missed deadline until it ships
         self.done = self.terminated = self.truncated = False
         self.metrics = {}
         return self._episode.initial_observation

@@ -26,9 +26,11 @@ from fastapi.responses import PlainTextResponse
 from openenv.core import ConcurrencyConfig, create_app
 
 from releaseops_arena import catalog, rewards
+from releaseops_arena.brief import BRIEF, PROMPT_VERSION
 from releaseops_arena.tools import tool_schemas
 
 from .frame_guard import FrameGuard
+from .mcp_brief import McpBrief
 from .web_app import build_release_board, drop_shared_playground
 from .releaseops_environment import (TASKS, ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation,
                                      ReleaseOpsState)
@@ -100,6 +102,8 @@ if WEB_REFUSED:
 # Frames OpenEnv's handlers would die on (non-object JSON, binary, huge) are
 # answered at our boundary instead, and the session plays on (frame_guard.py).
 app.add_middleware(FrameGuard)
+# MCP clients read the task brief with `initialize` (its instructions) or `prompts/get` (mcp_brief.py).
+app.add_middleware(McpBrief)
 
 # OpenEnv's /metadata only carries name/description/version; ours adds the
 # catalogue, the tool schemas and the reward table (a superset, so
@@ -114,6 +118,9 @@ def metadata() -> dict:
         "catalogue": catalog.catalogue(),
         "tools": tool_schemas(),
         "reward": rewards.table(),
+        # The task brief a model plays from (releaseops_arena/brief.py) and the version of its wording.
+        "brief": BRIEF,
+        "prompt_version": PROMPT_VERSION,
         # Whether the evaluation splits are the public draw or salted with an operator secret.
         "evaluation_draw": "private" if TASKS.private else "public",
         "max_concurrent_envs": MAX_CONCURRENT_ENVS,  # of the worker that answered

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 
+from .mcp_brief import answer, is_ours
+
 MAX_FRAME_CHARS = 1 << 20  # 1 MiB: a step is under 300 bytes; larger frames are answered, not parsed
 # A handler's validation error echoes the input, and pydantic refuses to serialize it past a
 # depth of about 250, which ends the session: deeper frames are answered here (a step is depth 3).
@@ -59,6 +61,17 @@ def _depth(value) -> int:
     return deepest
 
 
+def _brief_request(message: dict) -> bool:
+    """An MCP request for the brief (mcp_brief.METHODS), answered here: OpenEnv's handler has no such methods."""
+    text = message["text"]
+    if "initialize" not in text and "prompts/" not in text:  # every other frame: no second parse
+        return False
+    try:
+        return is_ours(json.loads(text))
+    except (ValueError, RecursionError):
+        return False
+
+
 def _error_frame(kind: str, reason: str) -> str:
     if kind == "jsonrpc":
         return json.dumps({"jsonrpc": "2.0", "id": None,
@@ -85,6 +98,11 @@ class FrameGuard:
                     return message
                 reason = _problem(message)
                 if reason is None:
+                    if kind == "jsonrpc" and _brief_request(message):
+                        reply = answer(json.loads(message["text"]))
+                        if reply is not None:  # a notification gets no reply
+                            await send({"type": "websocket.send", "text": json.dumps(reply)})
+                        continue
                     return message
                 await send({"type": "websocket.send", "text": _error_frame(kind, reason)})
 

@@ -25,6 +25,7 @@ TIERS: dict[str, str] = {
     "test_container": "container",
     "test_training": "train", "test_openai_policy": "train", "test_structured": "train", "test_learnability": "train",
     "test_lm_copy": "train", "test_lm_warm_start": "train", "test_lm_learnability": "train",
+    "test_train_options": "train", "test_sft_ready": "train", "test_brief": "engine", "test_quitting": "server",
 }
 ENABLE = {
     "browser": "apt-get install chromium (then REQUIRE_BROWSER=1 makes a missing browser fail)",

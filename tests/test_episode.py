@@ -370,7 +370,8 @@ def test_the_reward_parts_sum_to_the_return_and_each_moves_only_with_its_own_eve
         total = rewards.breakdown(ep.reward_counters())
         assert sum(total.values()) == pytest.approx(ep.episode_return, abs=1e-6)
         for name in total:
-            assert sum(entry["reward_parts"][name] for entry in ep.audit) == pytest.approx(total[name], abs=1e-6)
+            opening = rewards.opening_parts()[name]  # the reset's share
+            assert opening + sum(entry["reward_parts"][name] for entry in ep.audit) == pytest.approx(total[name], abs=1e-6)
         for entry in ep.audit:
             parts = entry["reward_parts"]
             assert sum(parts.values()) == pytest.approx(entry["reward"], abs=1e-6)
@@ -378,7 +379,7 @@ def test_the_reward_parts_sum_to_the_return_and_each_moves_only_with_its_own_eve
             assert parts["budget"] == pytest.approx(rewards.BUDGET_UNIT * entry["budget_cost"])
             if entry["terminal"] is None:  # the outcome and the discoveries are paid at the end only
                 assert parts["outcome"] == parts["discoveries"] == 0
-        assert ep.audit[-1]["reward_parts"]["outcome"] == rewards.OUTCOME_REWARD[ep.outcome]
+        assert ep.audit[-1]["reward_parts"]["outcome"] == rewards.outcome_delta(ep.outcome)  # on top of the opening
     # Every part moved somewhere, so none of the checks above held vacuously.
     moved = {name for ep in episodes for e in ep.audit for name, v in e["reward_parts"].items() if v}
     assert moved == set(rewards.PARTS)

@@ -9,6 +9,7 @@ from releaseops_arena import HELDOUT_FAMILIES, HELDOUT_MIXES, ReleaseOpsToolEnv
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, reset_arguments, scenarios
 from training import evaluate as ev
+from releaseops_arena.brief import PROMPT_VERSION, prompt_messages
 from training.make_dataset import COLUMNS, build
 from training.make_demo import DEMO_DIR
 from training.make_demo import build as build_demo
@@ -123,7 +124,9 @@ def test_dataset_rows_have_exactly_the_training_columns():
     ds = build("train", 24)
     assert ds.column_names == COLUMNS
     row = ds[0]
-    assert row["prompt"][0]["role"] == "user" and "supervisor" in row["prompt"][0]["content"]
+    # The brief as the system message, then the user turn the board joins on a line of its own.
+    assert row["prompt"] == prompt_messages() and row["prompt_version"] == PROMPT_VERSION
+    assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["content"].endswith("\n")
     assert row["split"] == "train"
     assert build("train", 24).to_list() == ds.to_list()  # deterministic
     for row in ds.select(range(5)):  # a row is a task: the env plays the split's scenario of that index

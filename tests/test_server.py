@@ -215,3 +215,35 @@ def test_replies_carry_the_text_once_and_state_offers_the_current_board(live_ser
                 assert state["data"]["audit"] == json.loads(json.dumps(episode.audit))
 
     asyncio.run(main())
+
+
+def test_the_brief_is_served_by_metadata_and_over_mcp_http_and_websocket(live_server):
+    from websockets.sync.client import connect
+
+    from releaseops_arena.brief import BRIEF, PROMPT_VERSION
+
+    meta = httpx.get(f"{live_server}/metadata").json()
+    assert meta["brief"] == BRIEF and meta["prompt_version"] == PROMPT_VERSION
+    rpc = {"jsonrpc": "2.0", "id": 1}
+    init = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "initialize",
+                                                  "params": {"protocolVersion": "2025-06-18"}}).json()
+    assert init["result"]["instructions"] == BRIEF and init["result"]["protocolVersion"] == "2025-06-18"
+    assert httpx.post(f"{live_server}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+                      ).status_code == 202
+    listed = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "prompts/list"}).json()["result"]["prompts"]
+    assert [p["name"] for p in listed] == ["releaseops_brief"]
+    got = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "prompts/get",
+                                                 "params": {"name": "releaseops_brief"}}).json()["result"]
+    assert got["messages"][0]["content"]["text"] == BRIEF
+    wrong = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "prompts/get", "params": {"name": "x"}}).json()
+    assert wrong["error"]["message"] == "unknown prompt 'x'; valid: releaseops_brief"
+    # Everything else still reaches OpenEnv's handler.
+    tools = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "tools/list"}).json()["result"]["tools"]
+    assert len(tools) == 7
+    with connect(live_server.replace("http://", "ws://") + "/mcp") as ws:
+        ws.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))  # no reply
+        ws.send(json.dumps({**rpc, "method": "prompts/get", "params": {"name": "releaseops_brief"}}))
+        assert json.loads(ws.recv(timeout=10))["result"]["messages"][0]["content"]["text"] == BRIEF
+        ws.send(json.dumps({**rpc, "id": 2, "method": "tools/list"}))
+        reply = json.loads(ws.recv(timeout=10))
+        assert reply["id"] == 2 and len(reply["result"]["tools"]) == 7

@@ -3,9 +3,10 @@
 import inspect
 
 import pytest
+
 from transformers.utils import get_json_schema
 
-from releaseops_arena import TOOL_NAMES, ReleaseOpsToolEnv, tool_schemas
+from releaseops_arena import TOOL_NAMES, ReleaseOpsToolEnv, rewards, tool_schemas
 
 EXPECTED = {"approve_proposal", "block_proposal", "inspect_pr_diff", "inspect_ci_run", "inspect_ticket",
             "ask_worker", "hold_release"}
@@ -57,7 +58,7 @@ def test_literals_and_types_are_validated_at_run_time(call, message):
     env.reset(seed=1)
     with pytest.raises(ValueError, match=message):
         call(env)
-    assert env.reward == pytest.approx(-0.25)
+    assert env.reward == pytest.approx(rewards.OPENING_REWARD - 0.25)  # the reset's reward, then the penalty
     assert env.metrics == {}  # the episode goes on
 
 

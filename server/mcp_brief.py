@@ -1,0 +1,106 @@
+"""The task brief over MCP: `initialize` (its `instructions`), `prompts/list` and `prompts/get`.
+
+OpenEnv 0.10's MCP handler answers `tools/list` and `tools/call` only, and
+"Method not found" to the rest, so an MCP client had no way to read how the
+game is played. These three standard methods (and the `notifications/initialized`
+a client sends after `initialize`) are answered here, at the app's boundary,
+for HTTP `POST /mcp` (this middleware) and WebSocket `/mcp` (`frame_guard.py`
+calls `answer`). Everything else passes through to OpenEnv untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+from releaseops_arena.brief import BRIEF, PROMPT_VERSION
+from releaseops_arena.catalog import BENCHMARK_VERSION
+
+PROMPT_NAME = "releaseops_brief"
+PROTOCOL_VERSION = "2025-06-18"  # the MCP revision whose shapes these replies follow
+NOTIFICATIONS = frozenset({"notifications/initialized"})
+METHODS = frozenset({"initialize", "prompts/list", "prompts/get"}) | NOTIFICATIONS
+MAX_BODY_BYTES = 64 * 1024  # a request for these methods is tiny; a larger body is left to OpenEnv's route
+_DESCRIPTION = (f"How release supervision is played and scored (benchmark {BENCHMARK_VERSION}, "
+                f"prompt {PROMPT_VERSION}): use it as the system message.")
+
+
+def _reply(request_id, result: dict | None = None, error: tuple[int, str] | None = None) -> dict:
+    if error is not None:
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": error[0], "message": error[1]}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def answer(request: object) -> dict | None:
+    """The reply to one of METHODS (None for a notification), or None when the request is not ours."""
+    if not isinstance(request, dict) or request.get("method") not in METHODS:
+        return None
+    method, request_id = request["method"], request.get("id")
+    params = request.get("params") if isinstance(request.get("params"), dict) else {}
+    if method in NOTIFICATIONS:
+        return None
+    if method == "initialize":
+        version = params.get("protocolVersion")
+        return _reply(request_id, {
+            "protocolVersion": version if isinstance(version, str) and len(version) <= 32 else PROTOCOL_VERSION,
+            "capabilities": {"tools": {}, "prompts": {}},
+            "serverInfo": {"name": "releaseops_arena", "version": BENCHMARK_VERSION},
+            "instructions": BRIEF,
+        })
+    if method == "prompts/list":
+        return _reply(request_id, {"prompts": [{"name": PROMPT_NAME, "description": _DESCRIPTION, "arguments": []}]})
+    name = params.get("name")
+    if name != PROMPT_NAME:
+        shown = name if isinstance(name, str) and len(name) <= 40 else type(name).__name__
+        return _reply(request_id, error=(-32602, f"unknown prompt {shown!r}; valid: {PROMPT_NAME}"))
+    return _reply(request_id, {"description": _DESCRIPTION,
+                               "messages": [{"role": "user", "content": {"type": "text", "text": BRIEF}}]})
+
+
+def is_ours(request: object) -> bool:
+    return isinstance(request, dict) and request.get("method") in METHODS
+
+
+class McpBrief:
+    """ASGI middleware: answers METHODS on HTTP `POST /mcp`; every other request passes through."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("path") != "/mcp" or scope.get("method") != "POST":
+            return await self.app(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more and size <= MAX_BODY_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return await self.app(scope, _replay(chunks, message, receive), send)
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+        request = None
+        if not more:
+            try:
+                request = json.loads(b"".join(chunks))
+            except (ValueError, RecursionError):
+                request = None
+        if not is_ours(request):
+            return await self.app(scope, _replay(chunks, None, receive, more), send)
+        reply = answer(request)
+        status, body = (202, b"") if reply is None else (200, json.dumps(reply).encode())
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(chunks: list[bytes], pending: dict | None, receive, more: bool = False):
+    """A `receive` that hands back the body already read, then the rest of the stream."""
+    queue = [{"type": "http.request", "body": b"".join(chunks), "more_body": more}]
+    if pending is not None:
+        queue.append(pending)
+
+    async def replay():
+        if queue:
+            return queue.pop(0)
+        return await receive()
+
+    return replay
