@@ -39,9 +39,8 @@ from client import (
 from client.urls import ENV_URL_VAR
 from client.errors import CLIENT_CLOSED, CONNECTION_LOST, SESSION_CLOSED, coded_message, frame_code
 from client.loop import LOOP
-from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv
+from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv, rewards
 from releaseops_arena.baselines import POLICIES, play
-from releaseops_arena import rewards
 from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 from tests.wire import open_socket, send, wait_for_free_slots
 from tests.live_server import (  # noqa: F401  (live_server: fixture)
@@ -111,7 +110,7 @@ def test_the_readme_snippet_runs_against_a_live_server(live_server):  # noqa: F8
     assert lines[0] == board
     first = json.loads(board)["proposals"][0]
     answer = local.ask_worker(first["worker"], "evidence_basis")
-    assert lines[1] == f"{local.reward} False"
+    assert lines[1] == f"{local._episode.audit[-1]['reward']} False"  # the step's own reward
     assert lines[2] == answer
     assert lines[3] == "None"  # a valid call's reply has no `error`
     outcome, episode_return = lines[4].split()
@@ -142,13 +141,13 @@ def test_parse_result_reads_reward_and_done_from_the_envelope():
 def check_typed_episode(results: list, state: ReleaseOpsState, local: dict) -> None:
     reset, invalid, *steps = results
     assert isinstance(reset.observation, ReleaseOpsObservation)
-    assert reset.observation.text == local["observation"] and (reset.reward, reset.done) == (0.0, False)
+    assert reset.observation.text == local["observation"] and (reset.reward, reset.done) == (rewards.OPENING_REWARD, False)
     # A non-zero reward arrives: the envelope is read, not the stripped observation.
     assert (invalid.reward, invalid.done) == (-0.25, False)
     assert invalid.observation.reward == -0.25 and invalid.observation.error == invalid.observation.text
     assert [r.observation.text for r in steps] == [s["result"] for s in local["steps"]]
     assert [r.done for r in steps] == [False] * (len(steps) - 1) + [True]
-    assert sum(r.reward for r in steps) == pytest.approx(local["return"])
+    assert reset.reward + sum(r.reward for r in steps) == pytest.approx(local["return"])
     last = steps[-1]
     assert last.observation.episode_return == pytest.approx(local["return"] - 0.25)
     assert last.observation.outcome == "safe_ship" and last.observation.done is True
@@ -243,7 +242,7 @@ def test_reset_and_errors_match_the_local_env(live_server):  # noqa: F811
     # An invalid call: ValueError with the server's message, reward -0.25, episode goes on.
     assert outcome_of(remote, "approve_proposal", {"proposal_id": "p0"}) == \
         outcome_of(local, "approve_proposal", {"proposal_id": "p0"})
-    assert remote.reward == local.reward == -0.25 and not remote.done
+    assert remote.reward == local.reward == rewards.OPENING_REWARD - 0.25 and not remote.done
     # A refused reset leaves the running episode in place, on both sides.
     for env in (remote, local):
         with pytest.raises(ValueError, match="unknown family"):

@@ -164,8 +164,9 @@ def test_evaluation_results_carry_the_benchmark_version_and_refuse_a_baseline_of
     ev.main(["--policy", "naive", "-n", "4", "--difficulty", "easy", "--workers", "1", "--out", str(out)])
     capsys.readouterr()
     data = json.loads(out.read_text())
-    assert data["benchmark_version"] == BENCHMARK_VERSION
+    assert data["benchmark_version"] == BENCHMARK_VERSION and data["prompt_version"] == PROMPT_VERSION
     assert [r["benchmark_version"] for r in data["results"]] == [BENCHMARK_VERSION]
+    assert [r["prompt_version"] for r in data["results"]] == [PROMPT_VERSION]  # the brief an LLM played from
 
 
 def test_dataset_rows_carry_the_benchmark_version_which_every_reset_ignores():

@@ -29,7 +29,8 @@ async def play_session(base, index, episodes=3):
             assert remote["texts"] == local["texts"], (index, e)
             assert remote["last"]["done"] is True
             assert remote["last"]["observation"]["episode_return"] == pytest.approx(local["return"])
-            assert sum(remote["rewards"]) == pytest.approx(local["return"])
+            # The reset's reward and the steps' sum to the return.
+            assert remote["opening"] + sum(remote["rewards"]) == pytest.approx(local["return"])
             state = await send(ws, {"type": "state"})
             assert state["data"]["metrics"] == json.loads(json.dumps(local["metrics"]))
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from releaseops_arena import rewards
 from releaseops_arena.baselines import RandomPolicy, evidence_violation, play
 from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES
 from releaseops_arena.episode import Episode
@@ -201,7 +202,7 @@ def test_play_seed_a_to_safe_ship_by_clicking(visitor):
             skipped = evidence.get("tests_disabled") or evidence.get("skipped_payment_tests")
             assert skipped and all(test in result for test in skipped)
             # The discovery bonus is paid with the terminal reward, not on the inspecting step.
-            assert returns[0] == pytest.approx(-0.05)
+            assert returns[0] == pytest.approx(rewards.OPENING_REWARD - 0.05)
             visitor.shot("03_seed_a_inspected")
         if i < len(oracle["steps"]) - 1:
             assert not FORBIDDEN.search(visitor.text("board"))
@@ -225,14 +226,15 @@ def test_invalid_calls_show_the_engine_message(visitor):
     visitor.call("block_proposal", {"proposal_id": pid, "rule_id": "S3"})
     error = visitor.text("error-box")
     assert f"no safety rule applies to {pid}" in error, error
-    assert _return_value(visitor.text("return-box")) == pytest.approx(-0.25)
+    # The return starts at the reset's reward (a missed deadline until the release ships).
+    assert _return_value(visitor.text("return-box")) == pytest.approx(rewards.OPENING_REWARD - 0.25)
     visitor.shot("05_invalid_block")
     visitor.call("approve_proposal", {"proposal_id": pid})
     assert visitor.text("error-box").strip() == ""
     visitor.call("approve_proposal", {"proposal_id": pid})  # already approved
     error = visitor.text("error-box")
     assert f"{pid} is already approved" in error, error
-    assert _return_value(visitor.text("return-box")) == pytest.approx(-0.5)
+    assert _return_value(visitor.text("return-box")) == pytest.approx(rewards.OPENING_REWARD - 0.5)
     assert "Traceback" not in visitor.page.content()
     visitor.shot("06_invalid_already_approved")
 

@@ -7,6 +7,8 @@ Every policy plays the same scenarios, so the rule-baseline win rate is paired.
 Importable: `evaluate(policy, split, n, ...)` returns the result dict. Every result
 carries `benchmark_version` (`catalog.BENCHMARK_VERSION`), and a comparison with a
 baseline of another version is refused: results of different versions never mix.
+Each also carries `prompt_version` (`brief.PROMPT_VERSION`), the brief a language
+model policy played from.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from releaseops_arena.baselines import POLICIES, Policy, play
+from releaseops_arena.brief import PROMPT_VERSION
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, task_scenario
 
@@ -190,6 +193,8 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
     first = [runs[0] for runs in grid]
     result = {"policy": policy, "split": split, "n": n, "difficulty": difficulty or "all",
               "benchmark_version": BENCHMARK_VERSION,  # results of different versions are never mixed
+              # The brief a language-model policy (hf:, openai:) plays from: its numbers hold for that wording.
+              "prompt_version": PROMPT_VERSION,
               "metrics": summarize(first), "by_family": {}, "by_difficulty": {}}
     for key, out in (("family", "by_family"), ("difficulty", "by_difficulty")):
         groups: dict[str, list[dict]] = defaultdict(list)
@@ -303,7 +308,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{u['endpoint_errors']} turns ended by a 5xx after retries")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"benchmark_version": BENCHMARK_VERSION, "results": results}, indent=1))
+        args.out.write_text(json.dumps({"benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION,
+                                               "results": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ set, the evaluation splits' worlds are ones it cannot rebuild, by design.
 
 The chosen task is the first `train` index whose oracle return is RETURN_MAX
 (three violations revealed, as many as a release holds), the kind of task on which the
-reward's upper bounds are reached: the last step pays SAFE_SHIP + 3 * DISCOVERY =
-STEP_REWARD_MAX, the declared top of the reward range, and the return is RETURN_MAX.
+reward's upper bounds are reached: the last step pays SAFE_SHIP - OPENING_REWARD +
+3 * DISCOVERY = STEP_REWARD_MAX, the declared top of the reward range, and the return is RETURN_MAX.
 The same line is the validator's runtime probe (validation/runtime.json).
 
     python validation/oracle.py --write-plan           # regenerate validation/runtime.json
@@ -86,8 +86,9 @@ def check(served: list[float], n_actions: int) -> list[str]:
         problems.append(f"the episode ended after {len(served)} of {n_actions} oracle calls")
     if not served or served[-1] != rewards.STEP_REWARD_MAX:
         problems.append(f"last step reward {served[-1] if served else None} != range top {rewards.STEP_REWARD_MAX}")
-    if round(sum(served), 6) != rewards.RETURN_MAX:
-        problems.append(f"return {round(sum(served), 6)} != RETURN_MAX {rewards.RETURN_MAX}")
+    total = round(rewards.OPENING_REWARD + sum(served), 6)  # the reset's reward, then every step's
+    if total != rewards.RETURN_MAX:
+        problems.append(f"return {total} != RETURN_MAX {rewards.RETURN_MAX}")
     return problems
 
 
