@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from releaseops_arena.brief import PROMPT_VERSION
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.trained_policy import READERS
 
@@ -183,6 +184,8 @@ def calibration_source(structured: dict) -> str:
 
 
 # The published LM run (run S's settings), for re-measuring it on the current benchmark version.
+# The last commit of the world and prompt it was measured with (benchmark v2, before the brief).
+LM_MEASURED_COMMIT = "fed4342"
 LM_RUN_COMMAND = ("python -m training.lm_learnability --minutes 60 -n 2000 --out runs/lm_s --variant S --set processes=2 "
                   "sft_seeds=2 recovery=0.5 sft_share=0.275 grpo_share=0.3 grpo_margin=2.0 temperature=1.0 "
                   "grpo_lr=1e-4 mine_tasks=160 replay=1.0 eval_start=2000 select_episodes=100")
@@ -204,6 +207,14 @@ def report(data: dict, docs: Path) -> str:
                       f"language-model run has not been repeated on {BENCHMARK_VERSION}'s world. To measure it on "
                       f"{BENCHMARK_VERSION}: `{LM_RUN_COMMAND}` (about 60 minutes on 2 cores), then "
                       "`python -m training.learnability --rerender --lm-results results/lm_learnability.json`.", ""]
+        prompt = data["lm"].get("prompt_version")
+        if prompt != PROMPT_VERSION:
+            # Runs before the brief played from one user message ("You are the release oversight supervisor.
+            # ... Stop once the phase or episode is resolved."), the prompt the brief replaced.
+            lines += [f"**Prompt: {prompt or 'the pre-brief prompt'}, not the task brief ({PROMPT_VERSION}).** The model was "
+                      f"trained and evaluated with {'that prompt' if prompt else 'the one-line user prompt the brief replaced'}. "
+                      f"To reproduce these numbers as measured: `git checkout {LM_MEASURED_COMMIT}` then the command "
+                      "above; to measure with the brief, run that command on this version.", ""]
         lines += [data["lm_provenance"], "", lm_markdown(data["lm"]), ""]
         if data.get("lm_curve"):
             lines += ["![GRPO reward](learnability_lm_curve.png)", ""]

@@ -58,6 +58,8 @@ import time
 from pathlib import Path
 from unittest.mock import patch
 
+from releaseops_arena.brief import PROMPT_VERSION
+from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import task_scenario
 
 from .collect import collect, load_conversations
@@ -293,6 +295,8 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     rewards = [h["reward"] for h in trained["log_history"] if "reward" in h]
     losses = warm["losses"]
     return {
+        # The world and the brief these numbers hold for (the report names both).
+        "benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION,
         "config": {"minutes": minutes, "budget": "CPU time, one core" if procs == 1 else f"wall time, {procs} cores",
                    "seed": seed, "n_eval": n_eval, "split": SPLIT, "difficulty": DIFFICULTY,
                    "settings": cfg, "vocab": len(tokenizer), "parameters": parameters(base),
