@@ -285,6 +285,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
     parser.add_argument("-k", type=int, default=4, help="repeats per scenario for stochastic policies (pass^k)")
     parser.add_argument("--request-timeout", type=float, default=120.0, help="openai: seconds per request")
+    parser.add_argument("--max-new-tokens", type=int, default=256,
+                        help="openai: tokens per model turn (a reasoning model needs more, or --chat-template-kwargs)")
+    parser.add_argument("--chat-template-kwargs", type=json.loads, default=None, metavar="JSON",
+                        help='openai: sent with every request, e.g. \'{"enable_thinking": false}\' for Qwen3 on vLLM')
     parser.add_argument("--max-retries", type=int, default=3,
                         help="openai: retries (exponential backoff) on 429, 5xx, timeouts and dropped connections")
     parser.add_argument("--workers", type=int, default=max(1, (mp.cpu_count() or 1)))
@@ -293,7 +297,8 @@ def main(argv: list[str] | None = None) -> None:
     names = [p.strip() for p in args.policy.split(",") if p.strip()]
     if args.base_url:
         OPENAI_ENDPOINT["base_url"] = args.base_url
-    OPENAI_ENDPOINT.update(timeout=args.request_timeout, max_retries=args.max_retries)
+    OPENAI_ENDPOINT.update(timeout=args.request_timeout, max_retries=args.max_retries, max_new_tokens=args.max_new_tokens,
+                           chat_template_kwargs=args.chat_template_kwargs)
     rule = evaluate("rule", args.split, args.n, args.difficulty, workers=args.workers)
     add_rule_win(rule, rule)
     results = [rule if name == "rule" else

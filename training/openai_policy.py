@@ -116,6 +116,8 @@ class ToolCallingClient(OpenAIClient):
     async def complete_with_tools(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                                   **kwargs: Any) -> LLMResponse:
         create_kwargs = self._chat_completion_kwargs(messages, **kwargs)
+        if kwargs.get("extra_body"):  # OpenEnv's kwargs builder keeps only max_tokens and temperature
+            create_kwargs["extra_body"] = kwargs["extra_body"]
         openai_tools = [t if t.get("type") == "function" else _mcp_tools_to_openai([t])[0] for t in tools]
         if openai_tools:
             create_kwargs["tools"] = openai_tools
@@ -141,7 +143,7 @@ class OpenAIPolicy(Policy):
 
     def __init__(self, model: str, base_url: str | None = None, max_new_tokens: int = 256, temperature: float = 0.0,
                  max_turns: int = 40, timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5,
-                 api_key_env: str = API_KEY_ENV):
+                 api_key_env: str = API_KEY_ENV, chat_template_kwargs: dict | None = None):
         self.model = model
         self.name = f"openai:{model}"
         self.stochastic = temperature > 0
@@ -153,6 +155,9 @@ class OpenAIPolicy(Policy):
                                         max_retries=max_retries, backoff=backoff)
         self._loop: asyncio.AbstractEventLoop | None = None  # one loop per policy: the HTTP client is bound to it
         self.usage: dict = {}
+        # Sent as the request's `chat_template_kwargs` (vLLM, SGLang): e.g. {"enable_thinking": false} for Qwen3,
+        # whose reasoning would otherwise spend the turn's token budget before the tool call.
+        self.extra = {"extra_body": {"chat_template_kwargs": chat_template_kwargs}} if chat_template_kwargs else {}
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r})"
@@ -175,7 +180,8 @@ class OpenAIPolicy(Policy):
         start = time.monotonic()
         u = self.usage
         try:
-            reply = self._loop.run_until_complete(self.client.complete_with_tools(self.messages, self.tools))
+            reply = self._loop.run_until_complete(self.client.complete_with_tools(self.messages, self.tools,
+                                                                                  **self.extra))
         except openai.InternalServerError as exc:
             # A 5xx that outlived the retries. `transformers serve` answers 500 when the model's tool-call
             # markup is not valid JSON (its parser raises), which is deterministic under greedy decoding;
