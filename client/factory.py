@@ -23,6 +23,24 @@ class RemoteEnvFactory:
         SessionOptions.from_kwargs(**self.client_options)  # reject bad options now, not at the first reset
         self._rotation = RoundRobin(self.base_urls)
 
+    # Pickling. TRL's async GRPO trainer (trl/experimental/async_grpo, TRL 1.16) passes
+    # `environment_factory` among the keyword arguments of its rollout loop to a child process
+    # started with the "spawn" context: `AsyncRolloutWorker.start()` checks `pickle.dumps` of those
+    # kwargs, the child unpickles them and `_AsyncRolloutLoop.__init__` calls the factory there
+    # (a probe instance, then one per concurrent rollout). The parent never calls the factory.
+    # So what travels is the factory, never an env or a session: its URLs, `reconnect_timeout_s`
+    # and client options. The round-robin (and its lock) is rebuilt and starts again at the first
+    # URL. Sessions are tracked per process (`registry`, keyed by the factory object), so an
+    # unpickled copy owns none: `close()` or `close_all()` in the child closes the child's
+    # sessions, and the parent's `close_all()` cannot reach them.
+    def __getstate__(self) -> dict:
+        return {"base_urls": self.base_urls, "reconnect_timeout_s": self.reconnect_timeout_s,
+                "client_options": self.client_options}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["base_urls"], reconnect_timeout_s=state["reconnect_timeout_s"],
+                      **state["client_options"])
+
     def __call__(self) -> RemoteReleaseOpsToolEnv:
         env = RemoteReleaseOpsToolEnv(base_url=self._rotation.next(), reconnect_timeout_s=self.reconnect_timeout_s,
                                       **self.client_options)

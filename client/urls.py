@@ -66,7 +66,11 @@ def is_loopback(url: str) -> bool:
 
 
 class RoundRobin:
-    """Thread-safe rotation over a fixed tuple of URLs."""
+    """Thread-safe rotation over a fixed tuple of URLs.
+
+    Picklable: only the URLs travel; an unpickled rotation gets a new lock and starts again
+    at the first URL (a lock cannot be pickled, and pickling `itertools.count` is deprecated).
+    """
 
     def __init__(self, urls: tuple[str, ...]):
         self.urls = urls
@@ -76,6 +80,12 @@ class RoundRobin:
     def next(self) -> str:
         with self._lock:
             return self.urls[next(self._counter) % len(self.urls)]
+
+    def __getstate__(self) -> dict:
+        return {"urls": self.urls}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(tuple(state["urls"]))
 
 
 _ENV_ROTATIONS: dict[tuple[str, ...], RoundRobin] = {}
