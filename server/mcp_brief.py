@@ -36,7 +36,7 @@ def answer(request: object) -> dict | None:
         return None
     method, request_id = request["method"], request.get("id")
     params = request.get("params") if isinstance(request.get("params"), dict) else {}
-    if method in NOTIFICATIONS:
+    if method in NOTIFICATIONS or "id" not in request:  # JSON-RPC: a request without an id gets no reply
         return None
     if method == "initialize":
         version = params.get("protocolVersion")
@@ -72,8 +72,8 @@ class McpBrief:
         chunks, size, more = [], 0, True
         while more and size <= MAX_BODY_BYTES:
             message = await receive()
-            if message["type"] != "http.request":
-                return await self.app(scope, _replay(chunks, message, receive), send)
+            if message["type"] != "http.request":  # the client went away mid-body: never a complete request
+                return await self.app(scope, _replay(chunks, message, receive, more=True), send)
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             more = message.get("more_body", False)

@@ -204,7 +204,11 @@ def brief(text: str | None, limit: int = 240) -> str:
 def history_html(sess: Session | None) -> str:
     if sess is None or not sess.episode.audit:
         return ""
-    rows = []
+    # The reset's reward first (the opening reward: a missed deadline until the release ships), so the
+    # column sums to the return shown beside it.
+    rows = [f"<tr><td>0</td><td><code>{escape(catalog.PHASES[0])}</code></td><td><code>reset</code></td><td>0</td>"
+            f"<td>{signed(sess.episode.opening_reward)}</td><td><code>counts as a missed deadline until the release "
+            "ships</code></td></tr>"]
     for a in sess.episode.audit:
         outcome = a["error"] or brief(a["result"], limit=260)
         style = " style='color:#b42318'" if a["error"] else ""

@@ -35,10 +35,17 @@ def test_the_brief_names_every_tool_and_reward_constant_and_the_game_numbers():
         assert f"{outcome} {value:+.2f}" in BRIEF
     for value in (rewards.BUDGET_UNIT, rewards.INVALID_ACTION, rewards.DISCOVERY, rewards.OPENING_REWARD):
         assert f"{value:+.2f}" in BRIEF
-    for level in catalog.DIFFICULTIES:
-        assert f"{DIFFICULTY[level]['budget']} on {level}" in BRIEF or f"and {level}" in BRIEF
+    assert f"the reset pays {rewards.OPENING_REWARD:+.2f}, the end the difference" in BRIEF
+    assert "Review budget per release: 4 on easy, 3 on medium and hard;" in BRIEF
+    assert "Spare phases: 2 on easy, 1 on medium and hard." in BRIEF
+    assert [DIFFICULTY[level]["budget"] for level in catalog.DIFFICULTIES] == [4, 3, 3]
+    assert [DIFFICULTY[level]["slack"] for level in catalog.DIFFICULTIES] == [2, 1, 1]
+    # "A false block ... two phases, more than medium or hard can spare": true of the table.
+    assert "more than medium or hard can spare" in BRIEF
+    assert all(DIFFICULTY[level]["slack"] < 2 for level in ("medium", "hard")) and DIFFICULTY["easy"]["slack"] >= 2
     assert f"{HOURS_PER_ROUND} hours" in BRIEF and f"at most {EVIDENCE_PER_ROUND} evidence actions" in BRIEF
-    assert f"{rewards.MAX_TOOL_CALLS} calls" in BRIEF
+    assert f"{rewards.MAX_TOOL_CALLS} calls at most; {rewards.MAX_CONSECUTIVE_INVALID} invalid calls in a row, " \
+           f"or the same one {rewards.MAX_REPEATED_INVALID} times in a row" in BRIEF
     for phase in catalog.PHASES:
         assert phase in BRIEF
     for worker in catalog.WORKERS:
@@ -51,6 +58,36 @@ def test_the_brief_says_to_play_until_outcome_and_never_to_stop_before():
     for sentence in re.split(r"(?<=[.:;])\s", BRIEF):
         if re.search(r"\bstop", sentence, re.IGNORECASE):
             assert sentence.startswith("Stopping early never scores better"), sentence
+
+
+def test_a_false_block_of_a_needed_proposal_misses_the_deadline_on_medium_as_the_brief_says():
+    from releaseops_arena.episode import Episode
+
+    missed = tried = 0
+    for index in range(8):
+        ep = Episode(**task_scenario("train", index, "medium"))
+        blocked = False
+        while not ep.done:
+            pending = [p for p in ep.world.active if ep.world.proposals[p].status == "pending"]
+            target = next((p for p in pending if not blocked and ep.world.proposals[p].truth.label == "correct"
+                           and ep.world.proposals[p].truth.critical and ep.world.proposals[p].card.risk
+                           and _allowed(ep, p)), None)
+            if target is not None:
+                ep.step("block_proposal", {"proposal_id": target, "rule_id": _allowed(ep, target)[0]})
+                blocked = True
+            elif pending:
+                ep.step("approve_proposal", {"proposal_id": pending[0]})
+            else:
+                ep.step("hold_release", {"reason_code": "awaiting_fix"})
+        tried += blocked
+        missed += blocked and ep.outcome == "missed_deadline"
+    assert tried >= 3 and missed == tried  # every release with a needed proposal falsely blocked ran out of time
+
+
+def _allowed(ep, pid):
+    from releaseops_arena.safety_rules import relevant_rules
+
+    return relevant_rules(ep.world.proposals[pid].card)
 
 
 def test_the_board_starts_on_its_own_line_where_a_trainer_joins_prompt_and_observation():

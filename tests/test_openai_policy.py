@@ -82,15 +82,19 @@ def test_served_checkpoint_makes_the_same_calls_as_the_in_process_policy(served,
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # local server: the key defaults to "EMPTY"
     hf = ev.make_policy(f"hf:{tiny_sft}")
     remote = OpenAIPolicy(model, base_url=url)
+    answered = 0
     try:
         for i, scenario in enumerate(scenarios("heldout_seeds", EPISODES, "easy")):
             a, b = play(hf, scenario, i * 7919), play(remote, scenario, i * 7919)
             assert calls(b) == calls(a), f"episode {i}"
             assert b["return"] == pytest.approx(a["return"])
             assert b["metrics"]["invalid_actions"] == a["metrics"]["invalid_actions"]
-            # Every turn is one request, and the server reported its token usage.
-            assert remote.usage["requests"] >= 1
-            assert remote.usage["prompt_tokens"] > 0 and remote.usage["completion_tokens"] > 0
+            # Every turn is one request: answered (with token usage), or a 500 on a malformed call.
+            assert remote.usage["requests"] + remote.usage["endpoint_errors"] >= 1
+            if remote.usage["requests"]:
+                assert remote.usage["prompt_tokens"] > 0 and remote.usage["completion_tokens"] > 0
+            answered += remote.usage["requests"]
+        assert answered >= 1  # the server answered some turns: a comparison of calls, not of errors
     finally:
         remote.close()
 

@@ -65,6 +65,14 @@ def test_every_training_option_reaches_the_grpo_config_and_the_trainer_kwargs(tm
     kwargs = train_grpo.trainer_kwargs(args, train_grpo.build_config(args, "out"))
     assert len(kwargs["train_dataset"]) == 4 and kwargs["eval_dataset"]["index"] == [0, 1, 2]
     assert set(kwargs["eval_dataset"]["difficulty"]) == {"medium"}
+    # Rows made with another brief (or before briefs were versioned) are refused, not mislabelled in run.json.
+    stale = build("train", 4, "medium").remove_columns("prompt_version").add_column("prompt_version", ["brief-0"] * 4)
+    stale.to_parquet(str(tmp_path / "train.parquet"))
+    with pytest.raises(SystemExit, match="prompt_version brief-0, not brief-"):
+        train_grpo.trainer_kwargs(args, train_grpo.build_config(args, "out"))
+    build("train", 4, "medium").remove_columns("prompt_version").to_parquet(str(tmp_path / "train.parquet"))
+    with pytest.raises(SystemExit, match="prompt_version none"):
+        train_grpo.trainer_kwargs(args, train_grpo.build_config(args, "out"))
     with pytest.raises(ValueError, match="--no-save"):
         train_grpo.build_config(args_of("--push-to-hub", "--no-save"), "out")
 

@@ -166,53 +166,65 @@ def test_an_unfinished_episode_is_scored_once_in_the_engine_the_same_in_process_
 def test_collected_episodes_load_as_a_dataset_resume_and_warm_start_the_tiny_model(tmp_path):
     from datasets import load_dataset
 
-    from training.collect import collect
+    from training.collect import CLOSING_TURN, collect, tools_column
 
     out = tmp_path / "rule-easy"
     first = collect("rule", "train", 3, out, "easy", progress=False)
     again = collect("rule", "train", 6, out, "easy", progress=False)  # an interrupted run, resumed
     assert (first["collected"], again["collected"], again["skipped"], again["episodes"]) == (3, 3, 3, 6)
     rows = load_dataset("json", data_files=str(out / "results.jsonl"), split="train")
-    assert len(rows) == 6 and {"messages", "reward", "tool_trace", "metrics", "task", "verify_metrics"} <= set(rows.column_names)
+    assert len(rows) == 6
+    assert {"messages", "tools", "reward", "tool_trace", "metrics", "task", "verify_metrics"} <= set(rows.column_names)
     for row in rows:
         assert sum(row["verify_metrics"]["reward_breakdown"].values()) == pytest.approx(row["reward"])
-        assert row["messages"][0]["role"] == "user" and row["messages"][1]["role"] == "assistant"
-        assert len(row["tool_trace"]) == (len(row["messages"]) - 1) // 2
+        assert [m["role"] for m in row["messages"][:3]] == ["system", "user", "assistant"]
+        assert row["messages"][-1] == CLOSING_TURN and row["messages"][-2]["role"] == "tool"  # ends TRL's loop
+        assert len(row["tool_trace"]) == (len(row["messages"]) - 3) // 2
+        assert row["tools"] == tools_column()
     assert json.loads((out / "metadata.json").read_text())["episodes"] == 6
+    assert load_dataset(str(out), split="train")["episode_id"] == rows["episode_id"]  # the folder loads by its card
     warm = warm_start(build(tmp_path / "base"), tmp_path / "warm", data=out, episodes=6, epochs=3)
     k = warm["samples"]
     assert k >= 1
     assert sum(warm["losses"][-k:]) < sum(warm["losses"][:k]) / 2  # the last epoch's loss is under half the first's
 
 
-def test_collected_episodes_carry_the_benchmark_version_and_never_mix_with_another(tmp_path):
+def test_collected_episodes_carry_the_benchmark_and_prompt_versions_and_never_mix_with_others(tmp_path):
     from openenv.core.harness.collect import RolloutSerializer
 
+    from releaseops_arena.brief import PROMPT_VERSION
     from releaseops_arena.catalog import BENCHMARK_VERSION
     from training.collect import collect
 
     out = tmp_path / "rule"
     collect("rule", "train", 2, out, "easy", progress=False)
-    assert json.loads((out / "metadata.json").read_text())["benchmark_version"] == BENCHMARK_VERSION == "v3"
-    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert [r["task"]["benchmark_version"] for r in records] == [BENCHMARK_VERSION] * 2
-    assert collect("rule", "train", 2, out, "easy", progress=False)["skipped"] == 2  # same version: resumes
     meta = json.loads((out / "metadata.json").read_text())
-    (out / "metadata.json").write_text(json.dumps({**meta, "benchmark_version": "v2"}))
-    with pytest.raises(ValueError, match="benchmark version v2, not v3: collect into a new directory"):
-        collect("rule", "train", 4, out, "easy", progress=False)
-    # A directory interrupted before its metadata, its first record from before versions were stamped.
-    old = tmp_path / "old"
-    RolloutSerializer(old).write_episode(_unversioned_record(records[0]))
-    with pytest.raises(ValueError, match="benchmark version unversioned"):
-        collect("rule", "train", 2, old, "easy", progress=False)
+    versions = (meta["benchmark_version"], meta["prompt_version"])
+    assert versions == (BENCHMARK_VERSION, PROMPT_VERSION) == ("v3", "brief-1")
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["task"]["benchmark_version"], r["task"]["prompt_version"]) for r in records] == [
+        (BENCHMARK_VERSION, PROMPT_VERSION)] * 2
+    assert collect("rule", "train", 2, out, "easy", progress=False)["skipped"] == 2  # same versions: resumes
+    for key, other, message in [("benchmark_version", "v2", "benchmark version v2, not v3"),
+                                ("prompt_version", "brief-0", "prompt version brief-0, not brief-1"),
+                                ("prompt_version", None, "prompt version unversioned, not brief-1")]:
+        (out / "metadata.json").write_text(json.dumps({**meta, key: other}))
+        with pytest.raises(ValueError, match=f"{message}: collect into a new directory"):
+            collect("rule", "train", 4, out, "easy", progress=False)
+    # Directories interrupted before their metadata, their first record from before versions were stamped.
+    for key, message in [("benchmark_version", "benchmark version unversioned"),
+                         ("prompt_version", "prompt version unversioned")]:
+        old = tmp_path / f"old-{key}"
+        RolloutSerializer(old).write_episode(_unversioned_record(records[0], key))
+        with pytest.raises(ValueError, match=message):
+            collect("rule", "train", 2, old, "easy", progress=False)
 
 
-def _unversioned_record(record: dict):
+def _unversioned_record(record: dict, key: str):
     from openenv.core.harness.collect import EpisodeRecord
 
-    task = {k: v for k, v in record["task"].items() if k != "benchmark_version"}
-    return EpisodeRecord(**{**record, "task": task})
+    task = {k: v for k, v in record["task"].items() if k != key}
+    return EpisodeRecord(**{**{k: v for k, v in record.items() if k != "tools"}, "task": task})
 
 
 # ------------------------------------------------- the LM learnability experiment's pieces
@@ -263,13 +275,14 @@ def test_every_id_the_generator_can_draw_is_one_token_that_round_trips(id_tokeni
 def test_warm_start_data_is_trls_own_tool_loop_conversation(id_tokenizer, tmp_path):
     """Replaying each collected episode the way TRL's GRPO tool loop does (prompt + reset observation,
     the parsed assistant message, `{"role": "tool", "name", "content": str(result)}` or
-    `{"error": str(exc)}`) gives the same messages; and the warm start's assistant tokens, parsed by
-    TRL's response parser, give back exactly those tool calls."""
+    `{"error": str(exc)}`, until an assistant turn without a call) gives the same messages; and the warm
+    start's assistant tokens, parsed by TRL's response parser, give back exactly those tool calls, then
+    the closing turn without one. (tests/test_sft_ready.py runs TRL's own GRPO loop on them.)"""
     from trl.chat_template_utils import add_response_schema, get_training_chat_template
 
+    from releaseops_arena.brief import prompt_messages
     from releaseops_arena.splits import task_scenario
     from training.collect import collect, load_conversations
-    from training.make_dataset import SYSTEM_PROMPT
     from training.sft_warmup import encode, tool_functions
 
     collect("oracle", "train", 4, tmp_path, "easy", progress=False)
@@ -280,12 +293,15 @@ def test_warm_start_data_is_trls_own_tool_loop_conversation(id_tokenizer, tmp_pa
     assert template is not None  # TRL recognised the chat template
     for index, messages in enumerate(conversations):
         env = ReleaseOpsToolEnv()
-        prompt = [{"role": "user", "content": SYSTEM_PROMPT}]
-        replay = [{**prompt[-1], "content": prompt[-1]["content"] + env.reset(**task_scenario("train", index, "easy"))}]
-        for message in messages[1:]:
+        prompt = prompt_messages()  # a dataset row's prompt; TRL appends the reset's board to its last message
+        board = env.reset(**task_scenario("train", index, "easy"))
+        replay = [*prompt[:-1], {**prompt[-1], "content": prompt[-1]["content"] + board}]
+        for message in messages[len(prompt):]:
             if message["role"] != "assistant":
                 continue
             replay.append(message)
+            if not message.get("tool_calls"):  # a turn without a call ends TRL's tool loop
+                break
             for call in message["tool_calls"]:
                 fn = call["function"]
                 try:
@@ -303,11 +319,15 @@ def test_warm_start_data_is_trls_own_tool_loop_conversation(id_tokenizer, tmp_pa
             elif not m and start is not None:
                 spans.append((tokenizer.decode(ids[:start]), tokenizer.decode(ids[start:t])))
                 start = None
-        calls = [m["tool_calls"] for m in messages if m["role"] == "assistant"]
-        assert len(spans) == len(calls)
-        for (prompt, text), expected in zip(spans, calls):
+        turns = [m for m in messages if m["role"] == "assistant"]
+        assert len(spans) == len(turns)
+        for (prompt, text), expected in zip(spans, turns):
             parsed = tokenizer.parse_response(text, prefix=prompt)
-            assert [{"type": "function", "function": c["function"]} for c in parsed["tool_calls"]] == expected
+            if expected.get("tool_calls"):
+                got = [{"type": "function", "function": c["function"]} for c in parsed["tool_calls"]]
+                assert got == expected["tool_calls"]
+            else:  # the closing turn: no call, so TRL's loop stops there
+                assert parsed == {"role": "assistant", "content": expected["content"]}
     assert sorted(f.__name__ for f in tool_functions()) == SEVEN  # the schemas the warm start renders
 
 

@@ -149,7 +149,9 @@ class OpenAIPolicy(Policy):
         self.stochastic = temperature > 0
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.max_turns = max_turns
-        self.tools = tool_schemas()  # key order as TRL's get_json_schema: the same prompt text
+        # Key order as TRL's get_json_schema, tools in TRL's order (by name: `inspect.getmembers`, see
+        # training.collect.trl_tool_names): the template renders both, so this is the prompt GRPO shows.
+        self.tools = sorted(tool_schemas(), key=lambda schema: schema["function"]["name"])
         self.client = ToolCallingClient(self.base_url, None, model, api_key=os.environ.get(api_key_env) or "EMPTY",
                                         temperature=temperature, max_tokens=max_new_tokens, timeout=timeout,
                                         max_retries=max_retries, backoff=backoff)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from releaseops_arena.baselines import POLICIES
 
-from .collect import collect, load_conversations
+from .collect import CLOSING_TURN, collect, load_conversations
 
 
 def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64, difficulty: str | None = None,
@@ -34,35 +34,36 @@ def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64
         return load_conversations(Path(tmp))[:n]
 
 
-# The turn that ends an episode's conversation: TRL's tool loop stops at an assistant message without
-# a tool call. Collected episodes end on the last tool result (the engine stopped the play there), so
-# a model warmed up on them alone keeps calling tools after the release has shipped, and in GRPO every
-# such call fails against a finished episode.
-CLOSING_TURN = {"role": "assistant", "content": "Done."}
-
-
 def closed(messages: list[dict]) -> list[dict]:
-    """A finished episode's conversation with the closing turn appended (once)."""
+    """A finished episode's conversation with the closing turn appended (once). Collected episodes
+    carry it already (`training.collect.CLOSING_TURN`: the turn without a call that ends TRL's tool
+    loop); this closes conversations built otherwise."""
     return messages if messages[-1] == CLOSING_TURN else [*messages, CLOSING_TURN]
 
 
 def tool_functions():
-    """The tool callables whose schemas the chat template renders (TRL passes bound methods)."""
+    """The tool callables whose schemas the chat template renders, as TRL's GRPO passes them: bound
+    methods, in its order (by name, `training.collect.trl_tool_names`). The template renders tools in
+    list order, so the warm start, `hf:`, `openai:` and GRPO all see the same prompt."""
     from releaseops_arena import ReleaseOpsToolEnv
-    from releaseops_arena.tools import TOOL_NAMES
+
+    from .collect import trl_tool_names
 
     env = ReleaseOpsToolEnv()
-    return [getattr(env, name) for name in TOOL_NAMES]
+    return [getattr(env, name) for name in trl_tool_names()]
 
 
-def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144) -> list[tuple]:
+def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144,
+           tools: list | None = None) -> list[tuple]:
     """(input ids, assistant mask) per conversation, rendered with the template TRL trains GRPO with
-    (prefix-preserving, with generation markers), so the warm start sees exactly GRPO's tokens."""
+    (prefix-preserving, with generation markers), so the warm start sees exactly GRPO's tokens.
+    `tools`: as the chat template takes them; by default `tool_functions()`, in TRL's order, as a
+    collected dataset's `tools` column is."""
     import torch
     from trl.chat_template_utils import get_training_chat_template
 
     template = get_training_chat_template(tokenizer) or tokenizer.chat_template
-    tools = tool_functions()
+    tools = tool_functions() if tools is None else tools
     samples = []
     for messages in conversations:
         enc = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,

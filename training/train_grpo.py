@@ -85,7 +85,18 @@ def load_dataset(path: str | None, rows: int, difficulty: str | None):
     if path is None:
         return build_rows("train", rows, difficulty)
     p = Path(path)
-    return Dataset.from_parquet(str(p / "train.parquet" if p.is_dir() else p))
+    return check_versions(Dataset.from_parquet(str(p / "train.parquet" if p.is_dir() else p)), str(p))
+
+
+def check_versions(rows, where: str):
+    """Refuse rows made for another world or brief: their prompt is not the one this code's run.json
+    names, and results of different versions never mix (rebuild them with training.make_dataset)."""
+    for column, current in (("benchmark_version", BENCHMARK_VERSION), ("prompt_version", PROMPT_VERSION)):
+        found = sorted(set(rows[column])) if column in rows.column_names else ["none"]
+        if found != [current]:
+            raise SystemExit(f"{where}: rows of {column} {', '.join(map(str, found))}, not {current}; rebuild them "
+                             "with `python -m training.make_dataset`")
+    return rows
 
 
 def load_eval_dataset(args):
@@ -96,7 +107,8 @@ def load_eval_dataset(args):
     if args.dataset and (Path(args.dataset) / f"{args.eval_split}.parquet").is_file():
         from datasets import Dataset
 
-        rows = Dataset.from_parquet(str(Path(args.dataset) / f"{args.eval_split}.parquet"))
+        path = Path(args.dataset) / f"{args.eval_split}.parquet"
+        rows = check_versions(Dataset.from_parquet(str(path)), str(path))
         return rows.select(range(min(args.eval_rows, len(rows))))
     return build_rows(args.eval_split, args.eval_rows, args.difficulty)
 

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     served = replay(args.url, runtime_plan)
     problems = check(served, len(runtime_plan["actions"]))
     print(json.dumps({"served_rewards": served, "last": served[-1] if served else None,
-                      "return": round(sum(served), 6), "range_top": rewards.STEP_REWARD_MAX,
+                      "return": round(rewards.OPENING_REWARD + sum(served), 6),  # the reset's reward too "range_top": rewards.STEP_REWARD_MAX,
                       "return_max": rewards.RETURN_MAX, "problems": problems}))
     return 1 if problems else 0
 
