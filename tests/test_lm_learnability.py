@@ -10,6 +10,7 @@ pytest.importorskip("trl")
 def test_mining_keeps_the_train_tasks_the_policy_does_not_solve_and_drops_the_solved_ones(tmp_path):
     from datasets import Dataset
 
+    from releaseops_arena.brief import prompt_messages
     from releaseops_arena.splits import task_scenario
     from training.evaluate import run_episodes
     from training.lm_learnability import hard_tasks, task_rows
@@ -28,7 +29,7 @@ def test_mining_keeps_the_train_tasks_the_policy_does_not_solve_and_drops_the_so
     rows = Dataset.from_parquet(str(task_rows(mined["kept"], tmp_path / "hard.parquet")))
     assert rows["index"] == mined["kept"]
     assert set(rows["split"]) == {"train"} and set(rows["difficulty"]) == {"easy"}
-    assert rows[0]["prompt"][0]["role"] == "user"  # the row is one training.make_dataset writes
+    assert rows[0]["prompt"] == prompt_messages()  # the row is one training.make_dataset writes (the brief)
 
 
 def test_replay_adds_the_pools_first_solved_tasks_never_a_hard_one():

@@ -103,7 +103,10 @@ def test_sft_trainer_renders_a_record_into_the_tokens_the_grpo_tool_loop_shows_t
     assert [get_json_schema(tool) for tool in grpo._env_tools[None]] == tools_column()
     errors = []
     for policy, folder in collected["folders"].items():
-        dataset = load_dataset(str(folder), split="train")  # as a user loads it (the card names the data file)
+        # As a user loads it (the card names the data file). `datasets` 5.2 caches a local folder by its
+        # name and config, not its contents, so a folder of the same name from an earlier run would be
+        # read back from the cache: the download mode makes this run's rows the ones loaded.
+        dataset = load_dataset(str(folder), split="train", download_mode="force_redownload")
         assert len(dataset) == EPISODES[policy] and all(row["tools"] == tools_column() for row in dataset)
         prepared = _sft_rows(tokenizer, model, dataset, tmp_path / f"sft-{policy}", think)
         for record, sft_row in zip(dataset, prepared, strict=True):
@@ -174,7 +177,8 @@ def test_the_dataset_folder_loads_with_its_card(collected):
     for schema in tools_column():
         assert f"| `{schema['function']['name']}` |" in body
     assert "**Episodes:** 2" in body and 'load_dataset("someone/releaseops-oracle"' in body  # OpenEnv's card, kept
-    rows = load_dataset(str(folder), split="train")  # the card's configs: metadata.json is not data
+    # The card's configs: metadata.json is not data (a fresh read: `datasets` caches a folder by its name).
+    rows = load_dataset(str(folder), split="train", download_mode="force_redownload")
     assert len(rows) == 2 and {"messages", "tools", "reward", "task"} <= set(rows.column_names)
     assert rows[0]["tools"] == tools_column()
     assert rows[0]["task"]["prompt_version"] == PROMPT_VERSION

@@ -215,7 +215,8 @@ def test_play_seed_a_to_safe_ship_by_clicking(visitor):
         assert key in metrics
     assert visitor.page.locator("#approve-btn").is_disabled()  # the episode is over
     assert "Traceback" not in visitor.page.content()
-    assert len(visitor.page.locator("#history tr").all()) == len(oracle["steps"]) + 1  # the audit trail
+    # The audit trail: a header, the reset (its opening reward), one row per call.
+    assert len(visitor.page.locator("#history tr").all()) == len(oracle["steps"]) + 2
     visitor.shot("04_seed_a_safe_ship")
 
 

@@ -20,8 +20,10 @@ run resumes: episodes already on disk are skipped, and a directory holding
 another benchmark version's or another brief's episodes is refused (versions
 are never mixed).
 
-Load with `datasets.load_dataset(DIR, split="train")` (or
-`load_dataset("json", data_files=DIR/results.jsonl)`): TRL's `SFTTrainer` takes it
+Load with `datasets.load_dataset("json", data_files="DIR/results.jsonl", split="train")`
+(`load_dataset(DIR)` reads the card too, but `datasets` 5.2 caches a local folder by
+its name, not its contents: a folder collected again would load stale rows unless
+`download_mode="force_redownload"`): TRL's `SFTTrainer` takes it
 as it is, rendering each `messages` with its `tools` into the same tokens the GRPO
 tool loop builds for that episode (`tests/test_sft_ready.py`). `--push-to-hub`
 uploads DIR with OpenEnv's `push_to_hf_hub` (this dataset card, not OpenEnv's
