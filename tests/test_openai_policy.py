@@ -1,11 +1,13 @@
 """The `openai:` policy against a real `transformers serve` process serving the tiny checkpoint.
 
 No mock server: the checkpoint the training tests build is served on 127.0.0.1, and
-the endpoint policy must make the same calls as the in-process `hf:` policy.
+the endpoint policy must make the same calls as the in-process `hf:` policy. One test
+stops a request just before it is sent, to read the endpoint settings it would carry.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -162,3 +164,26 @@ def test_429_and_5xx_are_retried_with_backoff_and_bad_arguments_reach_the_env():
     assert run["metrics"]["truncated"]  # abandoned: the model stopped calling tools
     assert policy.usage["prompt_tokens"] >= 11
     policy.close()
+
+
+def test_endpoint_settings_reach_the_policy_and_each_setting_gets_its_own(monkeypatch):
+    monkeypatch.setattr(ev, "OPENAI_ENDPOINT", {**ev.OPENAI_ENDPOINT, "base_url": "http://127.0.0.1:9/v1"})
+    plain = ev.make_policy("openai:some-model")
+    assert ev.make_policy("openai:some-model") is plain and plain.extra == {}
+    # `--chat-template-kwargs '{"enable_thinking": false}' --max-new-tokens 1024` (Qwen3 on vLLM).
+    ev.OPENAI_ENDPOINT.update(chat_template_kwargs={"enable_thinking": False}, max_new_tokens=1024)
+    qwen = ev.make_policy("openai:some-model")
+    assert qwen is not plain and qwen.client.max_tokens == 1024
+    assert qwen.extra == {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    captured = {}
+
+    async def create(**kwargs):  # the request as it would be sent
+        captured.update(kwargs)
+        raise RuntimeError("not sent")
+
+    monkeypatch.setattr(qwen.client, "_create", create)
+    with pytest.raises(RuntimeError, match="not sent"):
+        asyncio.run(qwen.client.complete_with_tools([{"role": "user", "content": "x"}], qwen.tools, **qwen.extra))
+    assert captured["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert captured["max_tokens"] == 1024 and [t["function"]["name"] for t in captured["tools"]] == sorted(
+        t["function"]["name"] for t in captured["tools"])  # TRL's order

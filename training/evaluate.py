@@ -64,7 +64,8 @@ def make_policy(name: str) -> Policy:
         return _LOADED[name]
     if name.startswith("openai:"):
         # One policy (conversation state, HTTP client, event loop) per thread: episodes run concurrently.
-        key = (name, OPENAI_ENDPOINT["base_url"], threading.get_ident())
+        # Every endpoint setting is in the key: a caller that changes one gets a policy that uses it.
+        key = (name, json.dumps(OPENAI_ENDPOINT, sort_keys=True, default=str), threading.get_ident())
         if key not in _LOADED:
             from .openai_policy import OpenAIPolicy
 
