@@ -222,7 +222,9 @@ def dataset_card(out: Path, repo_id: str | None = None) -> str:
         body = body.replace("<user>/<repo>", repo_id)
     tools = "\n".join(f"| `{s['function']['name']}` | {', '.join(s['function']['parameters']['properties'])} | "
                       f"{s['function']['description']} |" for s in tools_column())
-    name = repo_id or str(out)
+    # Once pushed, by its repo id; locally by its data file (`datasets` caches a folder loaded by path by
+    # its name, not its contents, so a folder collected again would load stale rows).
+    source = f'"{repo_id}"' if repo_id else f'"json", data_files="{Path(out) / "results.jsonl"}"'
     extra = f"""
 ## ReleaseOps Arena
 
@@ -246,7 +248,7 @@ Episodes of ReleaseOps Arena (an OpenEnv environment) played by the engine: benc
 from datasets import load_dataset
 from trl import SFTConfig, SFTTrainer
 
-dataset = load_dataset("{name}", split="train")
+dataset = load_dataset({source}, split="train")
 dataset = dataset.filter(lambda row: row["metrics"]["outcome"] == "safe_ship")
 trainer = SFTTrainer(model="Qwen/Qwen3-0.6B", train_dataset=dataset,
                      args=SFTConfig(assistant_only_loss=True))
@@ -258,7 +260,8 @@ trainer.train()
 
 def hub_folder(out: Path, repo_id: str | None = None) -> Path:
     """The folder `--push-to-hub` uploads (the collect directory itself: results.jsonl, metadata.json),
-    with its dataset card written as README.md; `datasets.load_dataset(folder)` loads it."""
+    with its dataset card written as README.md; `datasets.load_dataset(folder)` loads it (the card names
+    the data file)."""
     out = Path(out)
     if not (out / "results.jsonl").exists():
         raise FileNotFoundError(f"no results.jsonl in {out}: collect first")

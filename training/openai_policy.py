@@ -30,7 +30,6 @@ from typing import Any
 from openenv.core.llm_client import LLMResponse, OpenAIClient, ToolCall, _mcp_tools_to_openai
 
 from releaseops_arena.baselines import Policy
-from releaseops_arena.tools import tool_schemas
 
 from releaseops_arena.brief import with_board
 
@@ -149,9 +148,11 @@ class OpenAIPolicy(Policy):
         self.stochastic = temperature > 0
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.max_turns = max_turns
-        # Key order as TRL's get_json_schema, tools in TRL's order (by name: `inspect.getmembers`, see
-        # training.collect.trl_tool_names): the template renders both, so this is the prompt GRPO shows.
-        self.tools = sorted(tool_schemas(), key=lambda schema: schema["function"]["name"])
+        from .collect import tools_column  # here: collect imports evaluate, which imports this module
+
+        # Key order as TRL's get_json_schema, tools in TRL's order: the template renders both, so this
+        # is the prompt GRPO shows (and collected records' `tools`).
+        self.tools = tools_column()
         self.client = ToolCallingClient(self.base_url, None, model, api_key=os.environ.get(api_key_env) or "EMPTY",
                                         temperature=temperature, max_tokens=max_new_tokens, timeout=timeout,
                                         max_retries=max_retries, backoff=backoff)

@@ -147,7 +147,7 @@ def build_config(args, output_dir: str):
         use_vllm=vllm,
         vllm_mode=mode,
         vllm_server_base_url=args.vllm_server_url if server else None,  # TRL then ignores host and port
-        vllm_server_port=vllm_port if server and vllm_port else 8001,  # never TRL's 8000, which is the env server's
+        vllm_server_port=vllm_port if server and vllm_port else urlsplit(DEFAULT_VLLM_SERVER_URL).port,  # never TRL's 8000
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,  # colocate only
         vllm_max_model_length=args.vllm_max_model_length,
         # held-out evaluation: TRL's own evaluation loop plays the eval rows in the environments
