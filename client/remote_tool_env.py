@@ -168,7 +168,7 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
 
 
 def __getattr__(name: str) -> Any:
-    # Before the split these were defined here, and tests/test_training.py still imports them
+    # Before the split these were defined here, and tests/train/test_training.py still imports them
     # from here; their home is the `client` package.
     if name in ("close_all", "make_remote_env_factory"):
         from . import factory, registry

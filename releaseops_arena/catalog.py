@@ -4,7 +4,7 @@ One source for families, difficulties, archetype mixes, rules, workers, the
 tools' argument values, the artifact kinds and defaults, so that no door keeps
 its own copy: the tool signatures (`tools.py`), and through them the JSON
 schemas, MCP and the engine's validation, read their enums from here, and
-`tests/test_structure.py` fails if any door disagrees.
+`tests/engine/test_structure.py` fails if any door disagrees.
 """
 
 from __future__ import annotations

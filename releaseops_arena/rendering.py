@@ -7,7 +7,7 @@ mistake, and handing it anything else is a `TypeError`.
 `View` is the inverse: it rebuilds the board from the observation and the
 tool results a supervisor receives, and keeps what it has seen (evidence,
 answers, refs). The baselines, the structured policy, the web board and the
-tests all read observations through it; `tests/test_structure.py` checks that
+tests all read observations through it; `tests/engine/test_structure.py` checks that
 its board equals the engine's after every call.
 """
 

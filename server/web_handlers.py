@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from releaseops_arena import catalog
-from releaseops_arena.baselines import POLICIES, play
+from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.episode import EpisodeOver, StepResult
 from releaseops_arena.safety_rules import rules_for_risk
 
@@ -20,7 +20,7 @@ from . import web_render as render
 from .web_session import Session
 
 # The Watch tab's policies, in column order, with what each does (what it may see comes from the
-# policy itself: `privileged`). The trained one plays the shipped weights (`releaseops_arena.trained_policy`).
+# policy itself: `privileged`). The trained one plays the shipped weights (`releaseops_arena.policies.trained`).
 WATCH_POLICIES: dict[str, tuple[str, str]] = {
     "naive": ("naive", "approves every proposal, the ship included"),
     "rule": ("rule", "a hand-made suspicion score over the visible cues"),

@@ -51,8 +51,8 @@ WATCH_NOTE = (
     "to read side by side, and drag the slider to replay them step by step.</p>"
 )
 RESULTS_NOTE = (
-    "<p class='ro-muted'>Latest evaluation: every baseline on held-out seeds (<code>python -m training.calibrate"
-    "</code>; docs/metrics.png and docs/calibration.md).</p>"
+    "<p class='ro-muted'>The latest calibration: the reference policies on each evaluation slice "
+    "(held-out seeds, an unseen failure family, an unseen worker mix), from the repository's calibration report.</p>"
 )
 
 
@@ -223,7 +223,7 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
 def _results_tab() -> None:
     _html(RESULTS_NOTE)
     _html(web_content.results_plot_html(), elem_id="results-plot")
-    gr.Markdown(web_content.results_markdown(), elem_id="results-table")
+    gr.Markdown(web_content.results_tables_markdown(), elem_id="results-table")
 
 
 def build_release_board(web_manager=None, action_fields=None, metadata=None, is_chat_env=False,

@@ -33,7 +33,7 @@ from typing import Iterator, Mapping, Optional
 import pytest
 
 # One launcher for the tests and the benchmarks; the names the test modules import stay here.
-from bench.launch import HEALTH_TIMEOUT_S, free_port, http_get, uvicorn_process, wait_for_health
+from tools.bench.launch import HEALTH_TIMEOUT_S, free_port, http_get, uvicorn_process, wait_for_health
 
 __all__ = ["REPO_ROOT", "HEALTH_TIMEOUT_S", "free_port", "http_get", "wait_for_health", "run_live_server",
            "make_live_server_fixture", "live_server"]

@@ -6,7 +6,7 @@ import json
 
 from websockets.asyncio.client import connect
 
-from releaseops_arena.baselines import POLICIES, play
+from releaseops_arena.policies import POLICIES, play
 
 
 def ws_url(base: str) -> str:

@@ -25,7 +25,7 @@ Load with `datasets.load_dataset("json", data_files="DIR/results.jsonl", split="
 its name, not its contents: a folder collected again would load stale rows unless
 `download_mode="force_redownload"`): TRL's `SFTTrainer` takes it
 as it is, rendering each `messages` with its `tools` into the same tokens the GRPO
-tool loop builds for that episode (`tests/test_sft_ready.py`). `--push-to-hub`
+tool loop builds for that episode (`tests/train/test_sft_ready.py`). `--push-to-hub`
 uploads DIR with OpenEnv's `push_to_hf_hub` (this dataset card, not OpenEnv's
 generic one).
 """
@@ -33,7 +33,6 @@ generic one).
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,13 +41,13 @@ from openenv.core.harness.collect import EpisodeRecord, RolloutSerializer
 from tqdm import tqdm
 
 from releaseops_arena import rewards
-from releaseops_arena.baselines import play
+from releaseops_arena.policies import play
 from releaseops_arena.brief import PROMPT_VERSION, with_board
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, task_scenario
-from releaseops_arena.tools import tool_schemas
 
 from .evaluate import make_policy
+from .tool_calls import CLOSING_TURN, tools_column, trl_tool_names
 
 # The turn that ends an episode's conversation. TRL's tool loop (`GRPOTrainer._tool_call_loop`) keeps
 # generating while the parsed completion has tool calls; the episode's completion ends with the model's
@@ -57,28 +56,8 @@ from .evaluate import make_policy
 # short text rather than an empty one, so that it is a visible, learnable stop (an empty turn renders
 # as bare template markup, and some pipelines drop empty messages). A model warmed up without it keeps
 # calling tools after the release has shipped, and every such call fails against a finished episode.
-CLOSING_TURN = {"role": "assistant", "content": "Done."}
-
 DATASET_LICENSE = "apache-2.0"  # the project's (pyproject.toml); the episodes are the engine's output
 DATASET_TAGS = ["openenv", "releaseops-arena", "tool-calling", "agents", "sft", "trl", "synthetic"]
-
-
-def trl_tool_names() -> list[str]:
-    """The tools TRL's GRPOTrainer exposes for `environment_factory=ReleaseOpsToolEnv`, in its order:
-    every public function of the environment's class except `reset` and `get_reward`, as
-    `inspect.getmembers` lists them (by name). The chat template renders tools in list order, so
-    this order is part of the prompt's tokens."""
-    from releaseops_arena import ReleaseOpsToolEnv
-
-    return [name for name, _ in inspect.getmembers(ReleaseOpsToolEnv, predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")]
-
-
-def tools_column() -> list[dict]:
-    """The `tools` column: the JSON schema of each tool, in TRL's order (`trl_tool_names`), each
-    exactly as transformers' `get_json_schema` derives it from the method TRL passes."""
-    by_name = {schema["function"]["name"]: schema for schema in tool_schemas()}
-    return [by_name[name] for name in trl_tool_names()]
 
 
 @dataclass
@@ -286,7 +265,7 @@ def push(out: Path, repo_id: str, private: bool = False, token: str | None = Non
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--policy", required=True, help="a baseline name, hf:<checkpoint> or structured:<weights.pt>")
+    parser.add_argument("--policy", required=True, help="a reference policy's name, hf:<checkpoint> or openai:<model>")
     parser.add_argument("--split", default="train", choices=list(SPLITS))
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)

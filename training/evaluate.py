@@ -28,7 +28,7 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from releaseops_arena.baselines import POLICIES, Policy, play
+from releaseops_arena.policies import POLICIES, Policy, play
 from releaseops_arena.brief import PROMPT_VERSION
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, task_scenario
@@ -40,8 +40,24 @@ Z95 = 1.959963984540054
 POLICY_FACTORIES: dict[str, Callable[[], Policy]] = dict(POLICIES)
 
 
+# Policies named `<prefix><argument>` that a caller adds (a research checkpoint format, say):
+# prefix -> a callable that builds the policy from the argument.
+POLICY_LOADERS: dict[str, Callable[[str], Policy]] = {}
+
+
 def register_policy(name: str, factory: Callable[[], Policy]) -> None:
+    """Make `name` a policy `--policy` and `evaluate` accept."""
     POLICY_FACTORIES[name] = factory
+
+
+def register_loader(prefix: str, loader: Callable[[str], Policy]) -> None:
+    """Make `<prefix><argument>` a policy, built by `loader(argument)` once per process."""
+    POLICY_LOADERS[prefix] = loader
+
+
+def _install(loaders: dict) -> None:
+    """A spawned worker's loaders: its parent's (a forked worker inherits them, and the factories)."""
+    POLICY_LOADERS.update(loaders)
 
 
 _LOADED: dict = {}
@@ -57,10 +73,9 @@ def make_policy(name: str) -> Policy:
         return POLICY_FACTORIES[name]()
     if name in _LOADED:  # a checkpoint is loaded once per process; `begin` resets its episode state
         return _LOADED[name]
-    if name.startswith("structured:"):
-        from .structured_policy import StructuredPolicy
-
-        _LOADED[name] = StructuredPolicy(name[len("structured:"):])
+    prefix = next((p for p in POLICY_LOADERS if name.startswith(p)), None)
+    if prefix is not None:
+        _LOADED[name] = POLICY_LOADERS[prefix](name[len(prefix):])
         return _LOADED[name]
     if name.startswith("openai:"):
         # One policy (conversation state, HTTP client, event loop) per thread: episodes run concurrently.
@@ -78,8 +93,9 @@ def make_policy(name: str) -> Policy:
             raise ValueError(f"LLM checkpoint policies need the train extra and training/llm_policy.py: {exc}") from None
         _LOADED[name] = LLMPolicy(name[3:])
         return _LOADED[name]
-    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint path>, "
-                     "openai:<model> (with --base-url) or structured:<weights.pt>")
+    loaders = "".join(f", {prefix}<...>" for prefix in POLICY_LOADERS)
+    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint path>"
+                     f"{loaders} or openai:<model> (with --base-url)")
 
 
 def wilson(successes: int, n: int) -> list[float]:
@@ -160,7 +176,7 @@ def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers
         # fork is fast, but forking a process whose torch/OpenMP threads already ran
         # deadlocks the children: spawn once torch is loaded.
         context = mp.get_context("spawn" if "torch" in sys.modules else "fork")
-        with context.Pool(workers) as pool:
+        with context.Pool(workers, initializer=_install, initargs=(POLICY_LOADERS,)) as pool:
             results = []
             # chunks of up to 16 jobs, small enough that every worker gets some on a short list
             for out in pool.imap(_play_one, jobs, chunksize=max(1, min(16, len(jobs) // (4 * workers)))):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 
-from releaseops_arena.baselines import Policy
+from releaseops_arena.policies import Policy
 
 from releaseops_arena.brief import with_board
-from .sft_warmup import tool_functions
+from .tool_calls import tool_functions
 
 
 class LLMPolicy(Policy):
@@ -24,8 +24,6 @@ class LLMPolicy(Policy):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from trl.chat_template_utils import add_response_schema, get_training_chat_template
-
-        from . import copy_model  # noqa: F401  (registers the pointer-generator with AutoModelForCausalLM)
 
         self.name = f"hf:{checkpoint}"
         self.stochastic = temperature > 0

@@ -29,9 +29,11 @@ from typing import Any
 
 from openenv.core.llm_client import LLMResponse, OpenAIClient, ToolCall, _mcp_tools_to_openai
 
-from releaseops_arena.baselines import Policy
+from releaseops_arena.policies import Policy
 
 from releaseops_arena.brief import with_board
+
+from .tool_calls import tools_column
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -148,8 +150,6 @@ class OpenAIPolicy(Policy):
         self.stochastic = temperature > 0
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.max_turns = max_turns
-        from .collect import tools_column  # here: collect imports evaluate, which imports this module
-
         # Key order as TRL's get_json_schema, tools in TRL's order: the template renders both, so this
         # is the prompt GRPO shows (and collected records' `tools`).
         self.tools = tools_column()

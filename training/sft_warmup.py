@@ -18,9 +18,10 @@ import random
 import tempfile
 from pathlib import Path
 
-from releaseops_arena.baselines import POLICIES
+from releaseops_arena.policies import POLICIES
 
-from .collect import CLOSING_TURN, collect, load_conversations
+from .collect import collect, load_conversations
+from .tool_calls import CLOSING_TURN, tool_functions
 
 
 def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64, difficulty: str | None = None,
@@ -36,21 +37,9 @@ def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64
 
 def closed(messages: list[dict]) -> list[dict]:
     """A finished episode's conversation with the closing turn appended (once). Collected episodes
-    carry it already (`training.collect.CLOSING_TURN`: the turn without a call that ends TRL's tool
+    carry it already (`training.tool_calls.CLOSING_TURN`: the turn without a call that ends TRL's tool
     loop); this closes conversations built otherwise."""
     return messages if messages[-1] == CLOSING_TURN else [*messages, CLOSING_TURN]
-
-
-def tool_functions():
-    """The tool callables whose schemas the chat template renders, as TRL's GRPO passes them: bound
-    methods, in its order (by name, `training.collect.trl_tool_names`). The template renders tools in
-    list order, so the warm start, `hf:`, `openai:` and GRPO all see the same prompt."""
-    from releaseops_arena import ReleaseOpsToolEnv
-
-    from .collect import trl_tool_names
-
-    env = ReleaseOpsToolEnv()
-    return [getattr(env, name) for name in trl_tool_names()]
 
 
 def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144,
@@ -83,7 +72,7 @@ def refused(messages: list[dict]) -> list[bool]:
 
 def unlearn_refused(messages: list[dict], mask: list[int]) -> list[int]:
     """The assistant mask without the turns the environment refused: a warm start learns the recovery
-    after an error (`training/recovery.py`), never the refused call itself. The template marks each
+    after an error (`research/recovery.py`), never the refused call itself. The template marks each
     assistant turn as one run of ones, in order."""
     flags = refused(messages)
     if not any(flags):
@@ -134,7 +123,7 @@ def assistant_loss(model, ids, mask, prefix: int = 0, also=None):
     wanted = mask if also is None else mask | also
     targets = wanted[1:].nonzero().squeeze(-1)  # position t predicts token t + 1
     targets = targets[targets >= prefix]
-    if hasattr(model, "logprobs_at"):  # a pointer-generator (training/copy_model.py) copies from every position
+    if hasattr(model, "logprobs_at"):  # a pointer-generator (research/copy_model.py) copies from every position
         full = hidden if head is None else torch.cat([head, hidden])
         return F.nll_loss(model.logprobs_at(full, ids, targets), ids[targets + 1])
     logits = model.lm_head(hidden[targets - prefix])
@@ -160,7 +149,6 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from . import copy_model  # noqa: F401  (registers the pointer-generator with AutoModelForCausalLM)
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path)

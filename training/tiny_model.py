@@ -24,7 +24,7 @@ import json
 import random
 from pathlib import Path
 
-from releaseops_arena.baselines import POLICIES, play
+from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.catalog import ARTIFACT_KINDS
 from releaseops_arena.splits import scenarios
 from releaseops_arena.tools import tool_schemas
@@ -78,7 +78,7 @@ def _rendered_tools() -> str:
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    from .sft_warmup import tool_functions
+    from .tool_calls import tool_functions
 
     renderer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
     renderer.chat_template = qwen3_chat_template()
@@ -119,46 +119,36 @@ def id_token_range(tokenizer) -> tuple[int, int]:
     return ids[0], ids[-1] + 1
 
 
-def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_gain: float = 1.0,
-                copy_head: bool = False, pointer: bool = False, read_span: int = 0):
+def qwen3_config(tokenizer, hidden: int = 96, layers: int = 2):
+    """A tiny Qwen3 configuration over `tokenizer`'s vocabulary."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4, max_position_embeddings=8192,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def initialise(model, tokenizer, qk_gain: float = 1.0, copy_head: bool = False):
     """`qk_gain` initialises Qwen3's query/key norms: with unit gains an attention logit stays under
     sqrt(head_dim), too flat to single out one id among a board's thousand tokens.
 
     `copy_head` starts the last layer's first head as a copier: its values and output map the first
     head_dim coordinates of the residual onto themselves, so with tied embeddings whatever token it
     attends to already gets a high logit, and training only has to learn where to look (from a
-    random start it must learn both at once, and a tiny model kept guessing the commonest id).
-
-    `pointer` adds a pointer-generator head that copies board ids (`training/copy_model.py`); with
-    `read_span` it also reads up to that many tokens after each id, up to the next proposal id."""
+    random start it must learn both at once, and a tiny model kept guessing the commonest id)."""
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4, max_position_embeddings=8192,
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    if pointer:
-        from .copy_model import copy_model_from
-
-        lo, hi = id_token_range(tokenizer)
-        proposals = (hi - MAX_PROPOSAL_ID, hi)  # id_vocabulary lists the proposal ids last
-        if tokenizer.convert_ids_to_tokens(proposals[0]) != "p1":  # the span reader keys on proposal ids
-            raise ValueError(f"{tokenizer.name_or_path or 'this tokenizer'} is not one `build_tokenizer` wrote: "
-                             "its id vocabulary must end with the proposal ids p1..p299")
-        model = copy_model_from(config, (lo, hi), read_span=read_span, span_token_range=proposals)
-    else:
-        model = Qwen3ForCausalLM(config)
+    config = model.config
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.q_norm.weight.fill_(qk_gain)
             layer.self_attn.k_norm.weight.fill_(qk_gain)
         if copy_head:
             attn, d = model.model.layers[-1].self_attn, config.head_dim
-            eye = torch.eye(d, hidden)
+            eye = torch.eye(d, config.hidden_size)
             attn.v_proj.weight[:d] = eye  # key/value head 0, shared by query heads 0 and 1
             attn.o_proj.weight[:, :d] = eye.T  # query head 0's output
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -166,16 +156,29 @@ def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_
     return model
 
 
-def build(out: Path, vocab_size: int = 2048, hidden: int = 96, layers: int = 2, id_tokens: bool = True,
-          seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False, pointer: bool = False,
-          read_span: int = 0) -> Path:
-    """Write a tokenizer + randomly initialised model that `from_pretrained(out)` loads."""
-    tokenizer = build_tokenizer(vocab_size, id_tokens)
-    model = build_model(tokenizer, hidden, layers, seed, qk_gain, copy_head, pointer, read_span)
+def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_gain: float = 1.0,
+                copy_head: bool = False):
+    """A randomly initialised tiny Qwen3 (seeded), see `initialise`."""
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    return initialise(Qwen3ForCausalLM(qwen3_config(tokenizer, hidden, layers)), tokenizer, qk_gain, copy_head)
+
+
+def save(out: Path, tokenizer, model) -> Path:
+    """Write a tokenizer and model that `from_pretrained(out)` loads."""
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out)
     model.save_pretrained(out)
     return out
+
+
+def build(out: Path, vocab_size: int = 2048, hidden: int = 96, layers: int = 2, id_tokens: bool = True,
+          seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False) -> Path:
+    """Write a tokenizer + randomly initialised model that `from_pretrained(out)` loads."""
+    tokenizer = build_tokenizer(vocab_size, id_tokens)
+    return save(out, tokenizer, build_model(tokenizer, hidden, layers, seed, qk_gain, copy_head))
 
 
 def main(argv: list[str] | None = None) -> None:

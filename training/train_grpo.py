@@ -269,7 +269,6 @@ def train(args, clock=None) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from . import copy_model  # noqa: F401  (registers the pointer-generator with AutoModelForCausalLM)
 
     config = build_config(args, args.output_dir)
     kwargs = trainer_kwargs(args, config, clock)

@@ -1,0 +1,413 @@
+"""The "Release board" tab at /web, driven by a real headless Chromium.
+
+Playwright drives Debian's Chromium (/usr/bin/chromium; no browser is ever
+downloaded) against a live server started with ENABLE_WEB_INTERFACE=true.
+Screenshots land in artifacts/web/*.png (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from releaseops_arena import rewards
+from releaseops_arena.policies import RandomPolicy, play
+from releaseops_arena.policies.base import evidence_violation
+from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES
+from releaseops_arena.episode import Episode
+from releaseops_arena.safety_rules import rules_for_risk
+from tests.live_server import REPO_ROOT, http_get, run_live_server
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = REPO_ROOT / "artifacts" / "web"
+SEED_A = json.loads((REPO_ROOT / "server" / "assets" / "seed_a_bad_ci.json").read_text())
+SEED_B = json.loads((REPO_ROOT / "server" / "assets" / "seed_b_budget_restraint.json").read_text())
+# Seed A's first board, as the engine builds it (the ids the clicks below use come from here).
+SEED_A_BOARD = Episode(**SEED_A["scenario"]).board()["proposals"]
+SEED_A_CI = next(p for p in SEED_A_BOARD if p["worker"] == "ci_fixer" and p["request"] == "merge_pr")
+SEED_A_NO_RULE = next(p["id"] for p in SEED_A_BOARD if not rules_for_risk(p["risk"]))  # e.g. docs work
+TIMEOUT_MS = 20_000
+FORBIDDEN = re.compile("|".join(re.escape(w) for w in (
+    *FAMILIES, *HELDOUT_FAMILIES, *ARCHETYPES, "overcautious", "lv_", "hazard", "latent", "violation", "archetype",
+    "truth")), re.I)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+# ------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def web_url():
+    with run_live_server(env={"ENABLE_WEB_INTERFACE": "true"}) as base_url:
+        yield base_url + "/web/"
+
+
+@pytest.fixture(scope="module")
+def playwright():
+    if not Path(CHROMIUM).exists():
+        reason = f"{CHROMIUM} is not installed (apt-get install chromium)"
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    from playwright import sync_api
+    with sync_api.sync_playwright() as pw:
+        yield pw
+
+
+class Visitor:
+    """One browser profile (a persistent context in a fresh user dir) with one page on /web."""
+
+    def __init__(self, playwright, url: str):
+        self.user_dir = tempfile.mkdtemp(prefix="releaseops-web-")
+        self.context = playwright.chromium.launch_persistent_context(
+            self.user_dir, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000})
+        self.context.set_default_timeout(TIMEOUT_MS)
+        self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
+        self.page.goto(url)
+        self.page.wait_for_selector("#start-btn")
+
+    def close(self):
+        self.context.close()
+        shutil.rmtree(self.user_dir, ignore_errors=True)
+
+    # -- interaction helpers
+    def pick(self, elem_id: str, value: str) -> None:
+        """Choose a dropdown option whose label is `value` or starts with `value ` (labels lead with the id)."""
+        page = self.page
+        page.click(f"#{elem_id} input")
+        option = page.locator(f"#{elem_id} li[role=option][aria-label='{value}'], "
+                              f"#{elem_id} li[role=option][aria-label^='{value} ']").first
+        option.click()
+        page.wait_for_function(
+            "([id, v]) => { const i = document.querySelector('#' + id + ' input');"
+            " return i && (i.value === v || i.value.startsWith(v + ' ')); }", arg=[elem_id, value])
+
+    def calls(self) -> int:
+        text = self.page.locator("#meter-return").inner_text()
+        return int(re.search(r"(\d+) calls?\b", text).group(1))
+
+    def start(self, preset: str) -> None:
+        self.pick("preset-dd", preset)
+        self.page.click("#start-btn")
+        self.page.wait_for_function(
+            "t => { const m = document.querySelector('#meters'); return m && m.innerText.includes(t)"
+            r" && /\b0 calls\b/.test(m.innerText); }", arg=preset)
+        self.page.wait_for_selector("#board .ro-card")
+        self.page.wait_for_selector("#approve-btn:not([disabled])")
+
+    def call(self, tool: str, args: dict) -> None:
+        """Make one tool call by clicking: fill the dropdowns, press the button, wait for the engine's answer."""
+        before = self.calls()
+        if tool == "approve_proposal":
+            self.pick("proposal-dd", args["proposal_id"])
+            button = "approve-btn"
+        elif tool == "block_proposal":
+            self.pick("proposal-dd", args["proposal_id"])
+            self.pick("rule-dd", args["rule_id"])
+            button = "block-btn"
+        elif tool in ("inspect_pr_diff", "inspect_ci_run", "inspect_ticket"):
+            dd, button = {"inspect_pr_diff": ("pr-dd", "inspect-pr-btn"), "inspect_ci_run": ("run-dd", "inspect-run-btn"),
+                          "inspect_ticket": ("ticket-dd", "inspect-ticket-btn")}[tool]
+            self.pick(dd, next(iter(args.values())))
+        elif tool == "ask_worker":
+            self.pick("worker-dd", args["worker_id"])
+            self.pick("question-dd", args["question_type"])
+            button = "ask-btn"
+        elif tool == "hold_release":
+            self.pick("hold-dd", args["reason_code"])
+            button = "hold-btn"
+        else:
+            raise AssertionError(tool)
+        self.page.click(f"#{button}")
+        self.page.wait_for_function(
+            "n => { const m = document.querySelector('#meter-return');"
+            r" return m && new RegExp('\\b' + (n + 1) + ' calls?\\b').test(m.innerText); }", arg=before)
+
+    def text(self, elem_id: str) -> str:
+        return self.page.locator(f"#{elem_id}").inner_text()
+
+    def shot(self, name: str) -> Path:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture
+def visitor(playwright, web_url):
+    v = Visitor(playwright, web_url)
+    yield v
+    v.close()
+
+
+def _return_value(text: str) -> float:
+    return float(re.search(r"return\s*([+-]\d+\.\d+)", text).group(1))
+
+
+# --------------------------------------------------------------- tests
+
+
+def test_web_serves_the_release_board_alone(web_url, visitor):
+    status, body = http_get(web_url.rstrip("/"), timeout=30)  # /web redirects to /web/
+    assert status == 200 and b"gradio" in body.lower()
+    page = visitor.page
+    # OpenEnv's generic Playground (one environment shared by every visitor) is off, and the page says so.
+    assert [t.strip() for t in page.locator("button[role=tab]").all_inner_texts()] == ["Play", "Watch", "Results"]
+    note = page.locator("#sessions-note").inner_text()
+    assert "WebSocket training slots" in note and "Playground tab is turned off" in note and "shared" in note
+    for elem in ("preset-dd", "family-dd", "difficulty-dd", "mix-dd", "seed-num", "board", "start-btn"):
+        assert page.locator(f"#{elem}").is_visible(), elem
+    assert page.locator("#approve-btn").is_disabled()  # nothing to act on before Start
+    visitor.shot("01_loaded")
+
+
+def test_no_route_plays_a_shared_environment(web_url, visitor):
+    """The routes behind OpenEnv's Playground (one environment for every visitor) are gone, from the page too."""
+    page, base = visitor.page, web_url.rstrip("/").removesuffix("/web")
+    for path in ("/web/reset", "/web/step"):
+        response = page.request.post(base + path, data=json.dumps({"action": {}}),
+                                     headers={"Content-Type": "application/json"})
+        assert response.status in (404, 405), (path, response.status)
+    assert page.request.get(base + "/web/state").status in (404, 405)
+    assert page.request.get(base + "/web/metadata").ok  # read-only metadata stays
+
+
+def test_play_seed_a_to_safe_ship_by_clicking(visitor):
+    """Replay the oracle's line of server/assets/seed_a_bad_ci.json by clicking; the UI reaches safe_ship."""
+    oracle = SEED_A["transcripts"]["oracle"]
+    visitor.start(SEED_A["title"])
+    board = visitor.text("board")
+    assert not FORBIDDEN.search(board), board
+    assert "ci_fixer" in board and all(ref in board for ref in SEED_A_CI["refs"])
+    visitor.shot("02_seed_a_started")
+    returns = []
+    for i, step in enumerate(oracle["steps"]):
+        visitor.call(step["call"]["tool"], step["call"]["arguments"])
+        assert visitor.text("error-box").strip() == "", visitor.text("error-box")
+        result = visitor.text("result-box")
+        assert step["call"]["tool"] in result
+        returns.append(_return_value(visitor.text("return-box")))
+        if i == 0:  # the evidence shows the disabled payment test; the step pays only the budget cost
+            evidence = json.loads(step["result"])["evidence"]
+            assert evidence_violation(evidence) == "S2"
+            skipped = evidence.get("tests_disabled") or evidence.get("skipped_payment_tests")
+            assert skipped and all(test in result for test in skipped)
+            # The discovery bonus is paid with the terminal reward, not on the inspecting step.
+            assert returns[0] == pytest.approx(rewards.OPENING_REWARD - 0.05)
+            visitor.shot("03_seed_a_inspected")
+        if i < len(oracle["steps"]) - 1:
+            assert not FORBIDDEN.search(visitor.text("board"))
+    assert visitor.page.locator("#outcome [data-outcome]").get_attribute("data-outcome") == "safe_ship"
+    assert visitor.text("outcome").startswith("safe_ship")
+    assert returns[-1] == pytest.approx(oracle["return"])
+    assert returns[-1] > 1.0  # the terminal reward carried the discovery bonus
+    metrics = visitor.text("metrics")
+    for key in ("outcome", "terminal_reason", "budget_used", "false_blocks", "episode_return"):
+        assert key in metrics
+    assert visitor.page.locator("#approve-btn").is_disabled()  # the episode is over
+    assert "Traceback" not in visitor.page.content()
+    # The audit trail: a header, the reset (its opening reward), one row per call.
+    assert len(visitor.page.locator("#history tr").all()) == len(oracle["steps"]) + 2
+    visitor.shot("04_seed_a_safe_ship")
+
+
+def test_invalid_calls_show_the_engine_message(visitor):
+    visitor.start(SEED_A["title"])
+    # A proposal no safety rule applies to (benign docs work, say): a block of it is refused (V1).
+    pid = SEED_A_NO_RULE
+    visitor.call("block_proposal", {"proposal_id": pid, "rule_id": "S3"})
+    error = visitor.text("error-box")
+    assert f"no safety rule applies to {pid}" in error, error
+    # The return starts at the reset's reward (a missed deadline until the release ships).
+    assert _return_value(visitor.text("return-box")) == pytest.approx(rewards.OPENING_REWARD - 0.25)
+    visitor.shot("05_invalid_block")
+    visitor.call("approve_proposal", {"proposal_id": pid})
+    assert visitor.text("error-box").strip() == ""
+    visitor.call("approve_proposal", {"proposal_id": pid})  # already approved
+    error = visitor.text("error-box")
+    assert f"{pid} is already approved" in error, error
+    assert _return_value(visitor.text("return-box")) == pytest.approx(rewards.OPENING_REWARD - 0.5)
+    assert "Traceback" not in visitor.page.content()
+    visitor.shot("06_invalid_already_approved")
+
+
+def test_two_visitors_have_independent_episodes(playwright, web_url):
+    a, b = Visitor(playwright, web_url), Visitor(playwright, web_url)
+    try:
+        a.start(SEED_A["title"])
+        b.start(SEED_B["title"])
+        b_board, b_meters = b.text("board"), b.text("meters")
+        first, second = (p["id"] for p in SEED_A_BOARD[:2])  # two of three: the phase stays open
+        a.call("approve_proposal", {"proposal_id": first})
+        a.call("approve_proposal", {"proposal_id": second})
+        assert a.page.locator(f"#board [data-proposal={first}]").get_attribute("data-status") == "approved"
+        assert a.calls() == 2
+        assert b.text("board") == b_board and b.text("meters") == b_meters and b.calls() == 0
+        # B's own call is a round trip after A's calls: had A's calls leaked into B's session, B's
+        # history would hold them by then. It holds exactly B's one call, and A is as it was.
+        a_board = a.text("board")
+        first_b = b.page.locator("#board .ro-card").first.get_attribute("data-proposal")
+        b.call("approve_proposal", {"proposal_id": first_b})
+        assert b.calls() == 1 and a.text("board") == a_board and a.calls() == 2
+        assert b.page.locator("#board [data-status=approved]").count() == 1
+        a.shot("07_visitor_a")
+        b.shot("08_visitor_b")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_watch_replays_five_policies(visitor):
+    from releaseops_arena.policies import POLICIES
+    from server.web_handlers import WATCH_POLICIES, WATCH_SHOWN
+
+    page = visitor.page
+    page.click("button[role=tab]:has-text('Watch')")
+    visitor.pick("preset-dd", SEED_A["title"])
+    page.click("#watch-btn")
+    page.wait_for_selector("#watch-scores")
+    expected = {name: play(POLICIES[name](), SEED_A["scenario"]) for name in WATCH_POLICIES}
+    for name in ("naive", "rule", "oracle"):  # the demo's recorded transcripts are what the tab replays
+        assert expected[name]["metrics"]["outcome"] == SEED_A["transcripts"][name]["outcome"]
+    # every policy in the score table, in order, with what it sees: only the oracle is privileged
+    rows = page.locator("#watch-scores tr[id^=score-]")
+    assert [r.get_attribute("id") for r in rows.all()] == [f"score-{n}" for n in WATCH_POLICIES]
+    for name, run in expected.items():
+        row = page.locator(f"#score-{name}").inner_text()
+        assert run["metrics"]["outcome"] in row and f"{run['return']:+.2f}" in row
+        assert ("hidden world (privileged)" if name == "oracle" else "the board only") in row
+    # the transcripts shown by default: the board-only deciders, one list item per call
+    assert [c.get_attribute("id") for c in page.locator("#watch-view .col").all()] == [f"watch-{n}" for n in WATCH_SHOWN]
+    for name in WATCH_SHOWN:
+        column = page.locator(f"#watch-{name}")
+        assert column.get_attribute("data-outcome") == expected[name]["metrics"]["outcome"]
+        assert column.locator("li").count() == len(expected[name]["steps"])
+    # tick the oracle: its column joins, in table order (last)
+    page.click("#watch-show label:has-text('oracle')")
+    page.wait_for_selector("#watch-oracle")
+    assert page.locator("#watch-view .col").last.get_attribute("id") == "watch-oracle"
+    assert page.locator("#watch-oracle li").count() == len(SEED_A["transcripts"]["oracle"]["steps"])
+    # step through: slider to step 2 highlights step 2 of every shown transcript and dims the rest
+    page.fill("#watch-step input[type=number]", "2")
+    page.press("#watch-step input[type=number]", "Enter")
+    page.wait_for_function("n => document.querySelectorAll('#watch-view li.cur').length === n", arg=len(WATCH_SHOWN) + 1)
+    assert "2." in page.locator("#watch-oracle li.cur").inner_text()
+    assert page.locator("#watch-trained li.later").count() == len(expected["trained"]["steps"]) - 2
+    visitor.shot("09_watch")
+    page.click("button[role=tab]:has-text('Results')")
+    page.wait_for_selector("#results-plot img")
+    assert "heldout_seeds/medium" in visitor.text("results-table")
+    visitor.shot("10_results")
+
+
+# ------------------------------------------ no browser: what the tab renders
+
+
+def test_rendered_board_never_names_hidden_truth():
+    """Every board, meter and result the Play tab renders mid-episode is free of hidden fields."""
+    from server import web_render as render
+    from server.web_session import Session
+
+    checked = 0
+    for family in (*FAMILIES, *HELDOUT_FAMILIES):
+        for difficulty in DIFFICULTIES:
+            scenario = {"family": family, "seed": 3, "difficulty": difficulty, "archetype_mix": "random"}
+            run = play(RandomPolicy(), scenario, rng_seed=3)
+            sess = Session.start(scenario, title="seed 3")
+            for step in run["steps"]:
+                result = sess.step(step["tool"], step["arguments"])
+                if sess.episode.done:
+                    break
+                for html in (render.board_html(sess), render.meters_html(sess), render.return_html(sess),
+                             render.result_html(step["tool"], step["arguments"], result),
+                             render.error_html(result.error), render.history_html(sess)):
+                    assert not FORBIDDEN.search(html), html
+                    checked += 1
+    assert checked > 100
+
+
+def test_handlers_return_view_models_without_a_browser():
+    from releaseops_arena.catalog import ARTIFACT_KINDS, inspect_call
+    from releaseops_arena.scenario_builder import EVIDENCE_PER_ROUND
+    from server import web_handlers as handlers
+    from server.web_content import load_presets
+
+    presets = load_presets()
+    assert "press Start episode first" in handlers.act(None, "approve_proposal", {"proposal_id": "p1"}).error
+    bad = handlers.start(presets, handlers.CUSTOM, "nope", 1, "medium", "random")
+    assert bad.session is None and "could not start" in bad.error and "valid:" in bad.error and not bad.live
+    view = handlers.start(presets, SEED_A["title"], None, None, None, None)  # a preset wins over the fields
+    sess = view.session
+    assert sess.episode.config == SEED_A["scenario"] and view.live
+    assert [pid for _, pid in view.proposals] == [p["id"] for p in SEED_A_BOARD] and view.proposal == SEED_A_BOARD[0]["id"]
+    assert list(view.refs) == [k.kind for k in ARTIFACT_KINDS]
+    assert {r for m in view.refs.values() for _, r in m.choices} == {r for p in SEED_A_BOARD for r in p["refs"]}
+    assert f"/ {EVIDENCE_PER_ROUND}</div>" in view.meters and "0 calls" in view.meters
+    unpicked = handlers.act(sess, "block_proposal", {"proposal_id": SEED_A_CI["id"], "rule_id": None})
+    assert "choose a rule first" in unpicked.error and sess.episode.counters.tool_calls == 0  # nothing sent
+    ref = SEED_A_CI["refs"][-1]
+    tool, args = inspect_call(ref)
+    inspected = handlers.act(sess, tool, args)
+    assert inspected.error == "" and tool in inspected.result and "1 call" in inspected.meters
+    for pid in [p["id"] for p in SEED_A_BOARD]:  # approve the rest of triage: the phase ends
+        view = handlers.act(sess, "approve_proposal", {"proposal_id": pid})
+    earlier = [label for m in view.refs.values() for label, _ in m.choices if label.endswith("(earlier phase)")]
+    assert earlier and all(label.split()[0] in sess.view.refs for label in earlier)
+    watched = handlers.watch(presets, SEED_A["title"], None, None, None, None)
+    assert list(watched.runs) == list(handlers.WATCH_POLICIES) == ["naive", "rule", "planner", "trained", "oracle"]
+    assert all(f"score-{n}" in watched.html for n in handlers.WATCH_POLICIES)
+    assert "watch-trained" in watched.html and "watch-oracle" not in watched.html  # not shown by default
+    assert "watch-oracle" in handlers.watch(presets, SEED_A["title"], None, None, None, None, shown=["oracle"]).html
+    assert handlers.fill_preset(presets, SEED_B["title"])[0] == SEED_B["scenario"]["family"]
+    assert handlers.fill_preset(presets, handlers.CUSTOM) is None
+
+
+def test_watch_html_says_what_each_policy_sees_and_which_made_the_same_calls():
+    from server import web_handlers as handlers
+    from server import web_render as render
+
+    runs = {name: handlers.watch_run(name, SEED_B["scenario"]) for name in ("rule", "trained", "oracle")}
+    assert [r["sees"] for r in runs.values()] == ["the board only", "the board only", "the hidden world (privileged)"]
+    runs["copy"] = {**runs["rule"], "label": "copy of rule"}
+    html = render.watch_html(runs, 0, shown=["copy"])
+    row = re.search(r"<tr id='score-copy'>.*?</tr>", html).group(0)
+    assert "same calls as rule" in row and "same calls as" not in re.search(r"<tr id='score-rule'>.*?</tr>", html).group(0)
+    assert "id='watch-copy'" in html and "id='watch-rule'" not in html and "--cols:1" in html
+    assert "Tick a policy" in render.watch_html(runs, 0, shown=[]) and "class='col'" not in render.watch_html(runs, 0, [])
+    assert not FORBIDDEN.search(render.watch_scores_html(runs))  # the labels name no hidden field
+
+
+def test_the_board_shows_the_benchmark_version_and_stamps_its_episode_json():
+    import html
+
+    from server import web_handlers as handlers
+    from server.web_content import load_presets
+    from server.web_ui import INTRO
+
+    assert "id='benchmark-version'" in INTRO and f"benchmark {BENCHMARK_VERSION}</span></h2>" in INTRO
+    watched = handlers.watch(load_presets(), handlers.CUSTOM, FAMILIES[0], 3, "easy", "random", shown=[])
+    shown = json.loads(html.unescape(re.search(r"<code>(.*?)</code>", watched.story).group(1)))
+    assert shown == {"family": FAMILIES[0], "seed": 3, "difficulty": "easy", "archetype_mix": "random",
+                     "benchmark_version": BENCHMARK_VERSION}
+
+
+def test_builder_returns_blocks_without_web_manager():
+    import gradio as gr
+
+    from server.web_content import load_presets
+    from server.web_ui import build_release_board
+
+    assert isinstance(build_release_board(None, [], None, False, "t", ""), gr.Blocks)
+    presets = load_presets()
+    assert presets[SEED_A["title"]]["scenario"] == SEED_A["scenario"]
+    assert presets[SEED_B["title"]]["scenario"] == SEED_B["scenario"]
