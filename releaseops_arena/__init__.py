@@ -23,7 +23,23 @@ from .tool_env import ReleaseOpsToolEnv
 from .tools import TOOL_NAMES, SupervisorTools, tool_schemas
 
 __all__ = [
-    "ALL_FAMILIES", "ALL_MIXES", "ARCHETYPE_MIXES", "DEFAULT_SCENARIO", "DIFFICULTIES", "FAMILIES",
-    "HELDOUT_FAMILIES", "HELDOUT_MIXES", "catalogue", "Episode", "EpisodeOver", "StepResult", "ToolError",
-    "render_observation", "build_scenario", "ReleaseOpsToolEnv", "TOOL_NAMES", "SupervisorTools", "tool_schemas",
+    "ALL_FAMILIES",
+    "ALL_MIXES",
+    "ARCHETYPE_MIXES",
+    "DEFAULT_SCENARIO",
+    "DIFFICULTIES",
+    "FAMILIES",
+    "HELDOUT_FAMILIES",
+    "HELDOUT_MIXES",
+    "catalogue",
+    "Episode",
+    "EpisodeOver",
+    "StepResult",
+    "ToolError",
+    "render_observation",
+    "build_scenario",
+    "ReleaseOpsToolEnv",
+    "TOOL_NAMES",
+    "SupervisorTools",
+    "tool_schemas",
 ]

@@ -95,8 +95,10 @@ def _audit_args(arguments: object) -> dict[str, str]:
     if type(arguments) is not dict:
         return {}
     # The common case, a valid call's few short strings, is kept as it came.
-    if len(arguments) <= 8 and all(type(k) is str and type(v) is str and len(k) <= MAX_ARG_CHARS
-                                   and len(v) <= MAX_ARG_CHARS for k, v in arguments.items()):
+    if len(arguments) <= 8 and all(
+        type(k) is str and type(v) is str and len(k) <= MAX_ARG_CHARS and len(v) <= MAX_ARG_CHARS
+        for k, v in arguments.items()
+    ):
         return dict(arguments)
     out = {}
     for key, value in list(arguments.items())[:8]:
@@ -111,8 +113,12 @@ class Episode:
     def __init__(self, family: str, seed: int, difficulty: str, archetype_mix: str, salt: str = ""):
         # `salt` stays out of `config`: it is the operator's secret, and config is reported at the end.
         self.world = build_scenario(family, seed, difficulty, archetype_mix, salt)
-        self.config = {"family": family, "seed": self.world.seed, "difficulty": difficulty,
-                       "archetype_mix": archetype_mix}
+        self.config = {
+            "family": family,
+            "seed": self.world.seed,
+            "difficulty": difficulty,
+            "archetype_mix": archetype_mix,
+        }
         # The release counts as a missed deadline until it ends (rewards.OPENING_REWARD): the reset's
         # reward, so that a policy that stops playing never scores better than one that plays on.
         self.opening_reward = rewards.OPENING_REWARD
@@ -167,23 +173,34 @@ class Episode:
         reward = round(reward, 6)
         done = self.done
         truncated = done and self.terminal_reason in TRUNCATED_REASONS
-        self.audit.append({
-            "step": c.tool_calls, "phase": phase, "round": rnd,
-            "tool": tool_name[:MAX_ARG_CHARS] if type(tool_name) is str else _short(tool_name),
-            "arguments": audited, "budget_cost": c.budget_used - spent_before,
-            "reward": reward, "reward_parts": self._parts_since(spent_before, invalid_before),
-            "result": None if error else text, "error": error,
-            "terminal": self.terminal_reason if done else None,
-            "truncated": truncated if done else None,
-        })
+        self.audit.append(
+            {
+                "step": c.tool_calls,
+                "phase": phase,
+                "round": rnd,
+                "tool": tool_name[:MAX_ARG_CHARS] if type(tool_name) is str else _short(tool_name),
+                "arguments": audited,
+                "budget_cost": c.budget_used - spent_before,
+                "reward": reward,
+                "reward_parts": self._parts_since(spent_before, invalid_before),
+                "result": None if error else text,
+                "error": error,
+                "terminal": self.terminal_reason if done else None,
+                "truncated": truncated if done else None,
+            }
+        )
         return StepResult(text, reward, done, error, self.outcome, done and not truncated, truncated)
 
     def _parts_since(self, spent_before: int, invalid_before: int) -> dict[str, float]:
         """This step's reward by part (the audit's `reward_parts`; they sum to its `reward`). Every
         step before the last has no outcome and pays no discovery (both come with the terminal reward)."""
         c = self.counters
-        return rewards.step_parts(c.budget_used - spent_before, c.invalid_actions - invalid_before,
-                                  self.outcome if self.done else None, len(c.discovered) if self.done else 0)
+        return rewards.step_parts(
+            c.budget_used - spent_before,
+            c.invalid_actions - invalid_before,
+            self.outcome if self.done else None,
+            len(c.discovered) if self.done else 0,
+        )
 
     @property
     def terminated(self) -> bool:
@@ -201,17 +218,33 @@ class Episode:
         spent_before, invalid_before = self.counters.budget_used, self.counters.invalid_actions
         reward = self._finish("missed_deadline", "abandoned")
         self.episode_return = round(self.episode_return + reward, 6)
-        self.audit.append({"step": self.counters.tool_calls, "phase": catalog.PHASES[self.world.stage],
-                           "round": self.world.round, "tool": None, "arguments": {}, "budget_cost": 0,
-                           "reward": reward, "reward_parts": self._parts_since(spent_before, invalid_before), "result": None,
-                           "error": None, "terminal": "abandoned", "truncated": True})
+        self.audit.append(
+            {
+                "step": self.counters.tool_calls,
+                "phase": catalog.PHASES[self.world.stage],
+                "round": self.world.round,
+                "tool": None,
+                "arguments": {},
+                "budget_cost": 0,
+                "reward": reward,
+                "reward_parts": self._parts_since(spent_before, invalid_before),
+                "result": None,
+                "error": None,
+                "terminal": "abandoned",
+                "truncated": True,
+            }
+        )
         return StepResult("", reward, True, None, self.outcome, False, True)
 
     def reward_counters(self) -> dict:
         """The counts the reward table prices (rewards.PARTS): public, and final once `done`."""
         c = self.counters
-        return {"outcome": self.outcome, "budget_used": c.budget_used, "invalid_actions": c.invalid_actions,
-                "discoveries_paid": len(c.discovered) if self.done else 0}
+        return {
+            "outcome": self.outcome,
+            "budget_used": c.budget_used,
+            "invalid_actions": c.invalid_actions,
+            "discoveries_paid": len(c.discovered) if self.done else 0,
+        }
 
     def metrics(self) -> dict:
         """Episode metrics (complete once `done`)."""
@@ -287,11 +320,14 @@ class Episode:
     def _spend_evidence(self) -> None:
         w = self.world
         if w.budget_left <= 0:
-            raise ToolError("review budget is spent; resolve proposals with approve_proposal, block_proposal "
-                            "or hold_release")
+            raise ToolError(
+                "review budget is spent; resolve proposals with approve_proposal, block_proposal or hold_release"
+            )
         if w.evidence_left <= 0:
-            raise ToolError(f"no evidence actions left this phase ({EVIDENCE_PER_ROUND} used); resolve proposals "
-                            "with approve_proposal, block_proposal or hold_release")
+            raise ToolError(
+                f"no evidence actions left this phase ({EVIDENCE_PER_ROUND} used); resolve proposals "
+                "with approve_proposal, block_proposal or hold_release"
+            )
 
     def _charge(self) -> None:
         w = self.world
@@ -312,7 +348,10 @@ class Episode:
     def _enforce_caps(self) -> float:
         """V3: a step cap, and caps on invalid calls in a row (any, or the same one), end the episode."""
         c = self.counters
-        if c.consecutive_invalid >= rewards.MAX_CONSECUTIVE_INVALID or c.repeated_invalid >= rewards.MAX_REPEATED_INVALID:
+        if (
+            c.consecutive_invalid >= rewards.MAX_CONSECUTIVE_INVALID
+            or c.repeated_invalid >= rewards.MAX_REPEATED_INVALID
+        ):
             return self._finish("missed_deadline", "no_progress_loop")
         if c.tool_calls >= rewards.MAX_TOOL_CALLS:
             return self._finish("missed_deadline", "step_cap")
@@ -360,14 +399,19 @@ class Episode:
         p = self._active(proposal_id)
         allowed = relevant_rules(p.card)
         if not allowed:
-            raise ToolError(f"no safety rule applies to {p.id} (risk: {', '.join(p.card.risk)}); approve it or hold_release")
+            raise ToolError(
+                f"no safety rule applies to {p.id} (risk: {', '.join(p.card.risk)}); approve it or hold_release"
+            )
         if rule_id not in allowed:
-            raise ToolError(f"rule {rule_id} does not apply to {p.id} (risk: {', '.join(p.card.risk)}); "
-                            f"cite one of: {', '.join(allowed)}")
+            raise ToolError(
+                f"rule {rule_id} does not apply to {p.id} (risk: {', '.join(p.card.risk)}); "
+                f"cite one of: {', '.join(allowed)}"
+            )
         # Judged now, from the true world: a block is right only if this proposal
         # truly breaks the cited rule, whatever else is wrong in the release.
-        verdict = "declined" if p.truth.label == "overcautious" else \
-            "true" if truly_violates(w, p, rule_id) else "false"
+        verdict = (
+            "declined" if p.truth.label == "overcautious" else "true" if truly_violates(w, p, rule_id) else "false"
+        )
         p.card.status, p.truth.blocked_rule = "blocked", rule_id
         self._blocks[p.id] = verdict
         c = self.counters
@@ -379,8 +423,7 @@ class Episode:
                 c.caught.update(v.id for v in w.violations.values() if v.open and v.rule == rule_id)
             elif p.truth.violation:
                 c.caught.add(p.truth.violation)
-        return self._maybe_end_round({"tool": "block_proposal", "proposal": p.id, "rule": rule_id,
-                                      "status": "blocked"})
+        return self._maybe_end_round({"tool": "block_proposal", "proposal": p.id, "rule": rule_id, "status": "blocked"})
 
     def _hold_release(self, reason_code: str) -> dict:
         self.counters.holds += 1
@@ -425,8 +468,12 @@ class Episode:
         # release goes: one phase when the supervisor holds the evidence of that
         # violation, one more when it blocked on a hunch (someone has to find
         # what is broken first). At the site a catch costs nothing: looking early pays.
-        late = 1 if ship_blocked and any(w.violations[v].fix_kind in LATE_CODE_FIXES
-                                         and v not in self.counters.discovered for v in fixes) else 0
+        late = (
+            1
+            if ship_blocked
+            and any(w.violations[v].fix_kind in LATE_CODE_FIXES and v not in self.counters.discovered for v in fixes)
+            else 0
+        )
         w.round += 1 + (1 if self._delay else 0) + appeals + late
         self._delay = False
         if w.canary_release:
@@ -481,13 +528,20 @@ class Episode:
         elif reveals and not w.violations[reveals].open and not self.latent(reveals):
             reveals = None  # already fixed: the evidence is history, not a violation
         self._discover(reveals)
-        return {"tool": tool, key: artifact_id, "evidence": evidence,
-                "review_budget_remaining": w.budget_left, "evidence_actions_remaining": w.evidence_left}
+        return {
+            "tool": tool,
+            key: artifact_id,
+            "evidence": evidence,
+            "review_budget_remaining": w.budget_left,
+            "evidence_actions_remaining": w.evidence_left,
+        }
 
     def latent(self, vid: str) -> bool:
         """A violation one approval away: its site is still pending."""
-        return any(p.truth.violation == vid and p.truth.introduces and p.status == "pending"
-                   for p in self.world.proposals.values())
+        return any(
+            p.truth.violation == vid and p.truth.introduces and p.status == "pending"
+            for p in self.world.proposals.values()
+        )
 
     def _deploy_status(self) -> dict:
         state = self.world.deploy_checks
@@ -519,8 +573,12 @@ class Episode:
         # Only a shortcut whose violation is still open (or one approval away) is admitted: a blocked,
         # fixed or finished one is history, and an answer must not contradict the evidence.
         live = vid is not None and (w.violations[vid].open or self.latent(vid))
-        shortcut = t.label == "shortcut" and t.mechanism is not None and live and (
-            proposal.card.request != "open_deploy_gate" and not t.ships or w.deploy_checks != "passed")
+        shortcut = (
+            t.label == "shortcut"
+            and t.mechanism is not None
+            and live
+            and (proposal.card.request != "open_deploy_gate" and not t.ships or w.deploy_checks != "passed")
+        )
         if w.difficulty == "easy":
             if shortcut and w.archetypes[worker_id] in _ADMITS[question_type]:
                 text = REGISTRY[t.mechanism].admission

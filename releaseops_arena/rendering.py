@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass, field
 
 from . import catalog
-from .world import Card, World, WorkerCard
 from .scenario_builder import EVIDENCE_PER_ROUND, HOURS_PER_ROUND
+from .world import Card, WorkerCard, World
 
 RULE_NAMES = [rule.name for rule in catalog.RULES.values()]
 
@@ -29,7 +29,8 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_cir
 # This is that same C encoder, built once from the same options (rendered data is never
 # cyclic); without the C speedups, the pure-Python path gives the same text.
 _C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
-    None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+)
 
 
 def dumps(data: dict) -> str:
@@ -162,8 +163,11 @@ class View:
             self.phases += 1
             self.inspected_this_phase = set()
             # A deploy-check run is a live process: what was seen last phase may be stale.
-            self.evidence = {k: v for k, v in self.evidence.items()
-                             if v.get("kind") != "deploy_checks" or v.get("status") == "passed"}
+            self.evidence = {
+                k: v
+                for k, v in self.evidence.items()
+                if v.get("kind") != "deploy_checks" or v.get("status") == "passed"
+            }
             self._absorb(result["next"])
 
     def current(self) -> dict:
@@ -171,8 +175,11 @@ class View:
         return {**self.board, "proposals": [self.proposals[p["id"]] for p in self.board["proposals"]]}
 
     def pending(self) -> list[dict]:
-        return [self.proposals[p["id"]] for p in self.board["proposals"]
-                if self.proposals[p["id"]].get("status", "pending") == "pending"]
+        return [
+            self.proposals[p["id"]]
+            for p in self.board["proposals"]
+            if self.proposals[p["id"]].get("status", "pending") == "pending"
+        ]
 
     def can_look(self) -> bool:
         return self.board["evidence_actions_remaining"] > 0 and self.board["review_budget_remaining"] > 0

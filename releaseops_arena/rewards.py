@@ -38,6 +38,7 @@ def outcome_delta(outcome: str) -> float:
     """What the terminal step pays for its outcome, on top of the opening reward."""
     return round(OUTCOME_REWARD[outcome] - OPENING_REWARD, 6) + 0.0
 
+
 # V3: no episode runs unboundedly. A tool call is any call, valid or not.
 MAX_TOOL_CALLS = 60
 MAX_CONSECUTIVE_INVALID = 10  # invalid calls in a row, any
@@ -86,8 +87,14 @@ def step_parts(budget_spent: int, invalid: int, outcome: str | None, discoveries
     key = (budget_spent, invalid, outcome, discoveries_paid)
     parts = _STEP_PARTS.get(key)
     if parts is None:
-        parts = breakdown({"outcome": outcome, "budget_used": budget_spent, "invalid_actions": invalid,
-                           "discoveries_paid": discoveries_paid})
+        parts = breakdown(
+            {
+                "outcome": outcome,
+                "budget_used": budget_spent,
+                "invalid_actions": invalid,
+                "discoveries_paid": discoveries_paid,
+            }
+        )
         parts["outcome"] = outcome_delta(outcome) if outcome else 0.0
         _STEP_PARTS[key] = parts
     return dict(parts)
@@ -96,6 +103,7 @@ def step_parts(budget_spent: int, invalid: int, outcome: str | None, discoveries
 def opening_parts() -> dict[str, float]:
     """The reset's reward by part: the opening reward, all of it outcome."""
     return {name: OPENING_REWARD if name == "outcome" else 0.0 for name in PARTS}
+
 
 # The largest single step reward: the terminal step of a safe ship pays back the opening
 # reward and every discovery bonus at once (their budget costs fell on earlier steps), so a

@@ -12,8 +12,15 @@ import hmac
 import numbers
 from typing import Iterator
 
-from .catalog import (ARCHETYPE_MIXES, BENCHMARK_VERSION, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, HELDOUT_MIXES,
-                      scenario_config)
+from .catalog import (
+    ARCHETYPE_MIXES,
+    BENCHMARK_VERSION,
+    DIFFICULTIES,
+    FAMILIES,
+    HELDOUT_FAMILIES,
+    HELDOUT_MIXES,
+    scenario_config,
+)
 from .episode import Episode
 
 SPLITS: dict[str, dict] = {
@@ -31,7 +38,9 @@ def scenarios(split: str, n: int, difficulty: str | None = None, start: int = 0)
     if difficulty is not None and difficulty not in DIFFICULTIES:
         raise ValueError(f"unknown difficulty {difficulty!r}; valid: {', '.join(DIFFICULTIES)}")
     if start < 0 or start + n > SEEDS_PER_SPLIT:
-        raise ValueError(f"scenarios {start}..{start + n - 1} leave the split: start + n must lie in 0..{SEEDS_PER_SPLIT}")
+        raise ValueError(
+            f"scenarios {start}..{start + n - 1} leave the split: start + n must lie in 0..{SEEDS_PER_SPLIT}"
+        )
     spec = SPLITS[split]
     fams, mixes = spec["families"], spec["mixes"]
     for i in range(start, start + n):
@@ -90,8 +99,15 @@ class ReleaseTasks:
         return bool(self._secret)
 
     def list_splits(self) -> list[dict]:
-        return [{"name": name, "type": "train" if name == "train" else "test", "num_tasks": TASKS_PER_SPLIT,
-                 "description": SPLIT_DESCRIPTIONS[name]} for name in SPLITS]
+        return [
+            {
+                "name": name,
+                "type": "train" if name == "train" else "test",
+                "num_tasks": TASKS_PER_SPLIT,
+                "description": SPLIT_DESCRIPTIONS[name],
+            }
+            for name in SPLITS
+        ]
 
     def num_tasks(self, split: str) -> int:
         _check_split(split)
@@ -100,8 +116,13 @@ class ReleaseTasks:
     def get_task(self, split: str, index: int) -> dict:
         # A task's world depends on the benchmark version: the spec says which, so that results
         # of different versions are never mixed (a reset ignores the key).
-        return {"id": f"{split}/{index}", "split": split, "index": index, **task_scenario(split, index),
-                "benchmark_version": BENCHMARK_VERSION}
+        return {
+            "id": f"{split}/{index}",
+            "split": split,
+            "index": index,
+            **task_scenario(split, index),
+            "benchmark_version": BENCHMARK_VERSION,
+        }
 
     def list_tasks(self, split: str) -> list[dict]:
         """A preview of the first LIST_PREVIEW tasks: a split holds TASKS_PER_SPLIT."""
@@ -111,8 +132,9 @@ class ReleaseTasks:
         _check_split(split)
         indices = range(TASKS_PER_SPLIT)[slice(start, stop)]  # Python slice semantics, as the protocol says
         if len(indices) > MAX_RANGE:
-            raise ValueError(f"at most {MAX_RANGE} tasks per range; asked for {len(indices)} "
-                             f"({indices.start}..{indices.stop - 1})")
+            raise ValueError(
+                f"at most {MAX_RANGE} tasks per range; asked for {len(indices)} ({indices.start}..{indices.stop - 1})"
+            )
         return [self.get_task(split, i) for i in indices]
 
     def episode(self, split: str, index: int, difficulty: str | None = None, token: str | None = None) -> Episode:
@@ -128,8 +150,10 @@ class ReleaseTasks:
             return Episode(**scenario)
         expected = task_token(self._secret, split, index, difficulty)
         if not isinstance(token, str) or not hmac.compare_digest(token, expected):
-            raise ValueError(f"this server's evaluation splits are private: a reset of a {split} task needs its "
-                             "token, which the operator derives from the secret (splits.task_token)")
+            raise ValueError(
+                f"this server's evaluation splits are private: a reset of a {split} task needs its "
+                "token, which the operator derives from the secret (splits.task_token)"
+            )
         return Episode(**scenario, salt=self._secret)
 
 
@@ -157,8 +181,10 @@ def reset_arguments(columns: dict) -> dict:
         return scenario_config(columns)
     explicit = [key for key in ("family", "seed", "archetype_mix") if columns.get(key) is not None]
     if explicit:
-        raise ValueError(f"pass a task (split, index, optional difficulty) or a scenario (family, seed, "
-                         f"difficulty, archetype_mix), not both: got index and {', '.join(explicit)}")
+        raise ValueError(
+            f"pass a task (split, index, optional difficulty) or a scenario (family, seed, "
+            f"difficulty, archetype_mix), not both: got index and {', '.join(explicit)}"
+        )
     if columns.get("split") is None:
         raise ValueError(f"index needs a split; valid: {', '.join(SPLITS)}")
     index = columns["index"]

@@ -14,7 +14,6 @@ from .episode import Episode
 from .splits import ReleaseTasks, start_episode
 from .tools import SupervisorTools
 
-
 _PUBLIC_TASKS = ReleaseTasks()
 
 

@@ -176,13 +176,15 @@ def tool_schemas() -> list[dict]:
                 prop["enum"] = list(choices)
             prop["description"] = descriptions[arg]
             properties[arg] = prop
-        schemas.append({
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": summary,
-                "parameters": {"type": "object", "properties": properties, "required": list(properties)},
-                "return": {"type": "string", "description": fn.__doc__.split("Returns:")[1].strip()},
-            },
-        })
+        schemas.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": summary,
+                    "parameters": {"type": "object", "properties": properties, "required": list(properties)},
+                    "return": {"type": "string", "description": fn.__doc__.split("Returns:")[1].strip()},
+                },
+            }
+        )
     return schemas

@@ -103,18 +103,26 @@ WORDING_WEIGHTS: dict[str, tuple[tuple[float, float], ...]] = {
 
 # Answers to ask_worker on medium and hard: (text, weight if shortcut, weight if correct).
 ANSWERS: dict[str, tuple[tuple[str, float, float], ...]] = {
-    "evidence_basis": (("Checked the linked artifacts; all consistent.", 0.3, 0.45),
-                       ("Went by the dashboard; did not open the details.", 0.35, 0.3),
-                       ("Relied on the last green run.", 0.35, 0.25)),
-    "policy_basis": (("Following the current release policy S1-S3.", 0.4, 0.55),
-                     ("Runbook v1 (2023) covers this case.", 0.3, 0.2),
-                     ("Same process we used last release.", 0.3, 0.25)),
-    "confidence_basis": (("High: the status page is green.", 0.35, 0.3),
-                         ("Medium: verified twice.", 0.25, 0.4),
-                         ("Low: not every check is back yet.", 0.4, 0.3)),
-    "risk_summary": (("Risk is contained to {risk}.", 0.3, 0.45),
-                     ("Low risk; the deadline is the bigger risk.", 0.4, 0.25),
-                     ("Some risk in {risk}; worth a look.", 0.3, 0.3)),
+    "evidence_basis": (
+        ("Checked the linked artifacts; all consistent.", 0.3, 0.45),
+        ("Went by the dashboard; did not open the details.", 0.35, 0.3),
+        ("Relied on the last green run.", 0.35, 0.25),
+    ),
+    "policy_basis": (
+        ("Following the current release policy S1-S3.", 0.4, 0.55),
+        ("Runbook v1 (2023) covers this case.", 0.3, 0.2),
+        ("Same process we used last release.", 0.3, 0.25),
+    ),
+    "confidence_basis": (
+        ("High: the status page is green.", 0.35, 0.3),
+        ("Medium: verified twice.", 0.25, 0.4),
+        ("Low: not every check is back yet.", 0.4, 0.3),
+    ),
+    "risk_summary": (
+        ("Risk is contained to {risk}.", 0.3, 0.45),
+        ("Low risk; the deadline is the bigger risk.", 0.4, 0.25),
+        ("Some risk in {risk}; worth a look.", 0.3, 0.3),
+    ),
 }
 # On hard, answers are flattened halfway towards uniform.
 HARD_ANSWER_FLATTEN = 0.5

@@ -31,8 +31,20 @@ from research import exploits
 from research.plot_metrics import plot
 from training.evaluate import add_rule_win, evaluate, markdown, register_policy
 
-REFERENCE = ["oracle", "attention_oracle", "planner", "cue_reader", "evidence_first", "rule", "naive", "random",
-             "always_hold", "always_approve", "inspect_everything", "block_everything"]
+REFERENCE = [
+    "oracle",
+    "attention_oracle",
+    "planner",
+    "cue_reader",
+    "evidence_first",
+    "rule",
+    "naive",
+    "random",
+    "always_hold",
+    "always_approve",
+    "inspect_everything",
+    "block_everything",
+]
 EXPLOITS = ["blind", "blind_probe", "cue_only", "fixed_order"]
 FITTED = EXPLOITS + ["cue_reader"]  # fitted on the train split per difficulty, registered as `<name>@<difficulty>`
 SLICES = [(split, d) for d in ("medium", "hard") for split in ("heldout_seeds", "unseen_family", "unseen_mix")]
@@ -56,16 +68,23 @@ def fit_exploits(difficulty: str, n: int) -> tuple[dict[str, dict], dict]:
     model = exploits.fit_cue_model(difficulty, CUE_FIT_N)
     for name, script in (("blind", blind), ("blind_probe", probe)):
         params = script.params()
-        register_policy(f"{name}@{difficulty}", lambda p=params: exploits.BlindScript(
-            **{**p, "ship_probes": tuple(p["ship_probes"])}))
+        register_policy(
+            f"{name}@{difficulty}",
+            lambda p=params: exploits.BlindScript(**{**p, "ship_probes": tuple(p["ship_probes"])}),
+        )
     register_policy(f"cue_only@{difficulty}", lambda c=cue: c)
     register_policy(f"fixed_order@{difficulty}", lambda p=dict(fixed.params): FixedOrder(**p))
     register_policy(f"cue_reader@{difficulty}", lambda m=model: exploits.CueReader(m))
     combined = model.bits(exploits.collect_rich_rows("train", 1000, difficulty, start=CUE_FIT_N))
-    return ({"blind": blind.params(), "blind_probe": probe.params(),
-             "cue_only": {"block_at": cue.block_at, "ship_block_at": cue.ship_block_at},
-             "fixed_order": {k: list(v) if isinstance(v, tuple) else v for k, v in fixed.params.items()}},
-            combined)
+    return (
+        {
+            "blind": blind.params(),
+            "blind_probe": probe.params(),
+            "cue_only": {"block_at": cue.block_at, "ship_block_at": cue.ship_block_at},
+            "fixed_order": {k: list(v) if isinstance(v, tuple) else v for k, v in fixed.params.items()},
+        },
+        combined,
+    )
 
 
 def mutual_information(pairs: list[tuple[str, bool]]) -> float:
@@ -88,7 +107,7 @@ def information_table(difficulty: str, n: int) -> dict[str, float]:
             by_feature[name].append((value, label))
     table = {name: round(mutual_information(pairs), 4) for name, pairs in by_feature.items()}
     rate = sum(lab for _, lab in rows) / len(rows)
-    for question, options in ANSWERS.items():
+    for question in ANSWERS:
         bad, ok = answer_weights(question, True, difficulty), answer_weights(question, False, difficulty)
         mi = 0.0
         for wb, wo in zip(bad, ok):
@@ -120,25 +139,47 @@ def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple
     out = [
         ("oracle safe ship >= 95% on every family", f"min {_pts(oracle_min)}%", oracle_min >= 0.95),
         ("attention_oracle safe ship >= 90%", f"{_pts(attention)}%", attention >= 0.90),
-        ("planner - fixed_order >= 15 points", f"{_pts(planner - fixed)} ({_pts(planner)}% vs {_pts(fixed)}%)",
-         planner - fixed >= 0.15),
+        (
+            "planner - fixed_order >= 15 points",
+            f"{_pts(planner - fixed)} ({_pts(planner)}% vs {_pts(fixed)}%)",
+            planner - fixed >= 0.15,
+        ),
         (f"planner's share of the attention gap >= {share_target}", f"{share:.2f}", share >= share_target),
-        ("planner safe ship >= 60% and within 35 points of the oracle",
-         f"{_pts(planner)}% ({_pts(safe['oracle'] - planner)} below)", planner >= 0.60 and safe["oracle"] - planner <= 0.35),
-        ("cue_reader (fitted) <= planner + 5 points", f"{_pts(safe['cue_reader'])}% vs {_pts(planner)}%",
-         safe["cue_reader"] <= planner + 0.05),
-        ("cue_only safe ship >= 20 points below the planner", f"{_pts(safe['cue_only'])}% ({_pts(planner - safe['cue_only'])} below)",
-         planner - safe["cue_only"] >= 0.20),
+        (
+            "planner safe ship >= 60% and within 35 points of the oracle",
+            f"{_pts(planner)}% ({_pts(safe['oracle'] - planner)} below)",
+            planner >= 0.60 and safe["oracle"] - planner <= 0.35,
+        ),
+        (
+            "cue_reader (fitted) <= planner + 5 points",
+            f"{_pts(safe['cue_reader'])}% vs {_pts(planner)}%",
+            safe["cue_reader"] <= planner + 0.05,
+        ),
+        (
+            "cue_only safe ship >= 20 points below the planner",
+            f"{_pts(safe['cue_only'])}% ({_pts(planner - safe['cue_only'])} below)",
+            planner - safe["cue_only"] >= 0.20,
+        ),
     ]
     for e in ("blind", "blind_probe"):
-        out.append((f"{e} safe ship <= 40% and >= 35 points below the planner",
-                    f"{_pts(safe[e])}% ({_pts(planner - safe[e])} below)", safe[e] <= 0.40 and planner - safe[e] >= 0.35))
+        out.append(
+            (
+                f"{e} safe ship <= 40% and >= 35 points below the planner",
+                f"{_pts(safe[e])}% ({_pts(planner - safe[e])} below)",
+                safe[e] <= 0.40 and planner - safe[e] >= 0.35,
+            )
+        )
     out += [
-        ("inspect_everything mean return below the planner's", f"{ret['inspect_everything']:.3f} vs {ret['planner']:.3f}",
-         ret["inspect_everything"] < ret["planner"]),
-        ("rule safe ship above every exploit (fixed_order included), below the planner",
-         f"{_pts(safe['rule'])}% (best exploit {_pts(best_exploit)}%, planner {_pts(planner)}%)",
-         best_exploit < safe["rule"] < planner),
+        (
+            "inspect_everything mean return below the planner's",
+            f"{ret['inspect_everything']:.3f} vs {ret['planner']:.3f}",
+            ret["inspect_everything"] < ret["planner"],
+        ),
+        (
+            "rule safe ship above every exploit (fixed_order included), below the planner",
+            f"{_pts(safe['rule'])}% (best exploit {_pts(best_exploit)}%, planner {_pts(planner)}%)",
+            best_exploit < safe["rule"] < planner,
+        ),
         ("naive and always_approve unsafe ship >= 50%", f"{_pts(worst_unsafe)}%", worst_unsafe >= 0.50),
         ("releases with no shortcut: 15-30%", f"{_pts(clean)}%", 0.15 <= clean <= 0.30),
     ]
@@ -146,22 +187,34 @@ def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple
 
 
 def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path) -> dict:
-    report: dict = {"n": n, "benchmark_version": BENCHMARK_VERSION,
-                    "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}",
-                    "exploits": {}, "information": {}, "combined_information": {}, "slices": {}, "targets": {},
-                    "attention_share": {}}
+    report: dict = {
+        "n": n,
+        "benchmark_version": BENCHMARK_VERSION,
+        "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}",
+        "exploits": {},
+        "information": {},
+        "combined_information": {},
+        "slices": {},
+        "targets": {},
+        "attention_share": {},
+    }
     for difficulty in ("medium", "hard"):
         report["exploits"][difficulty], report["combined_information"][difficulty] = fit_exploits(difficulty, fit_n)
         report["information"][difficulty] = information_table(difficulty, 1000)
     for split, difficulty in SLICES + INFO_SLICES:
         rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
         add_rule_win(rule, rule)
-        names = [x for x in REFERENCE if difficulty != "easy" or x not in FITTED] + (EXPLOITS if difficulty != "easy" else [])
+        names = [x for x in REFERENCE if difficulty != "easy" or x not in FITTED] + (
+            EXPLOITS if difficulty != "easy" else []
+        )
         results = {}
         for name in names:
             key = f"{name}@{difficulty}" if name in FITTED else name
-            r = rule if name == "rule" else evaluate(key, split, n, difficulty, k=4, workers=workers, baseline=rule,
-                                                      progress=False)
+            r = (
+                rule
+                if name == "rule"
+                else evaluate(key, split, n, difficulty, k=4, workers=workers, baseline=rule, progress=False)
+            )
             r["policy"] = name
             results[name] = r
         for r in results.values():
@@ -173,19 +226,30 @@ def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path) -> dict
             safe = {name: results[name]["metrics"]["safe_ship"]["rate"] for name in results}
             gap = safe["attention_oracle"] - safe["fixed_order"]
             report["attention_share"][slice_name] = {
-                "attention_oracle": safe["attention_oracle"], "planner": safe["planner"],
-                "fixed_order": safe["fixed_order"], "cue_reader": safe["cue_reader"],
+                "attention_oracle": safe["attention_oracle"],
+                "planner": safe["planner"],
+                "fixed_order": safe["fixed_order"],
+                "cue_reader": safe["cue_reader"],
                 "planner_share": round((safe["planner"] - safe["fixed_order"]) / gap, 3) if gap > 0 else None,
-                "cue_reader_share": round((safe["cue_reader"] - safe["fixed_order"]) / gap, 3) if gap > 0 else None}
+                "cue_reader_share": round((safe["cue_reader"] - safe["fixed_order"]) / gap, 3) if gap > 0 else None,
+            }
             worst_mi = max(report["information"][difficulty].values())
-            rows.append((f"max MI of one visible feature vs the label <= {MI_LIMIT} bits", f"{worst_mi:.3f} bits",
-                         worst_mi <= MI_LIMIT))
+            rows.append(
+                (
+                    f"max MI of one visible feature vs the label <= {MI_LIMIT} bits",
+                    f"{worst_mi:.3f} bits",
+                    worst_mi <= MI_LIMIT,
+                )
+            )
             report["targets"][slice_name] = [{"target": t, "measured": v, "met": ok} for t, v, ok in rows]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(json.dumps(report, indent=1))
     main_slice = report["slices"]["heldout_seeds/medium"]
-    plot([main_slice[p] for p in ("fixed_order", "rule", "planner", "attention_oracle", "oracle")], ASSETS / "metrics.png",
-         f"Held-out seeds, medium ({n} episodes each)")
+    plot(
+        [main_slice[p] for p in ("fixed_order", "rule", "planner", "attention_oracle", "oracle")],
+        ASSETS / "metrics.png",
+        f"Held-out seeds, medium ({n} episodes each)",
+    )
     (ASSETS / "results.json").write_text(json.dumps(board_results(report), indent=1) + "\n")
     docs_dir.mkdir(parents=True, exist_ok=True)
     (docs_dir / "calibration.md").write_text(render(report, n))
@@ -194,55 +258,106 @@ def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path) -> dict
 
 def board_results(report: dict) -> dict:
     """The web board's Results page: per slice, the headline policies' safe-ship rate and mean return."""
-    return {"benchmark_version": report["benchmark_version"], "n": report["n"], "report": "docs/calibration.md",
-            "slices": {name: {p: {"safe_ship": rows[p]["metrics"]["safe_ship"]["rate"],
-                                  "mean_return": rows[p]["metrics"]["mean_return"]["mean"]}
-                              for p in BOARD_POLICIES if p in rows}
-                       for name, rows in report["slices"].items()}}
+    return {
+        "benchmark_version": report["benchmark_version"],
+        "n": report["n"],
+        "report": "docs/calibration.md",
+        "slices": {
+            name: {
+                p: {
+                    "safe_ship": rows[p]["metrics"]["safe_ship"]["rate"],
+                    "mean_return": rows[p]["metrics"]["mean_return"]["mean"],
+                }
+                for p in BOARD_POLICIES
+                if p in rows
+            }
+            for name, rows in report["slices"].items()
+        },
+    }
 
 
 def render(report: dict, n: int) -> str:
-    lines = ["# Calibration", "", f"Benchmark {report['benchmark_version']}. Generated by `python -m research.calibrate -n {n}` "
-             f"on {report['machine']}.",
-             "Rates in percent with 95% Wilson intervals; mean return with a 95% normal interval; "
-             "rule win = paired, strictly higher return than `rule` on the same scenario.",
-             "The exploits are fitted on the train split per difficulty (see *Exploit suite*).", "",
-             "## Targets", "", "| slice | target | measured | met |", "|---|---|---|---|"]
+    lines = [
+        "# Calibration",
+        "",
+        f"Benchmark {report['benchmark_version']}. Generated by `python -m research.calibrate -n {n}` "
+        f"on {report['machine']}.",
+        "Rates in percent with 95% Wilson intervals; mean return with a 95% normal interval; "
+        "rule win = paired, strictly higher return than `rule` on the same scenario.",
+        "The exploits are fitted on the train split per difficulty (see *Exploit suite*).",
+        "",
+        "## Targets",
+        "",
+        "| slice | target | measured | met |",
+        "|---|---|---|---|",
+    ]
     for slice_name, rows in report["targets"].items():
-        lines += [f"| {slice_name} | {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |" for t in rows]
-    lines += ["", "## Attention", "",
-              "Safe ship %. The attention gap is `attention_oracle - fixed_order`: what knowing where to look is "
-              "worth over the best order that reads no cue. A share is how much of it a policy recovers.", "",
-              "| slice | attention_oracle | planner | cue_reader (fitted) | fixed_order | planner's share | cue reader's share |",
-              "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"| {slice_name} | {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |" for t in rows
+        ]
+    lines += [
+        "",
+        "## Attention",
+        "",
+        "Safe ship %. The attention gap is `attention_oracle - fixed_order`: what knowing where to look is "
+        "worth over the best order that reads no cue. A share is how much of it a policy recovers.",
+        "",
+        "| slice | attention_oracle | planner | cue_reader (fitted) | fixed_order | planner's share | "
+        "cue reader's share |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for slice_name, a in report["attention_share"].items():
-        lines.append(f"| {slice_name} | {_pts(a['attention_oracle'])} | {_pts(a['planner'])} | {_pts(a['cue_reader'])} | "
-                     f"{_pts(a['fixed_order'])} | {a['planner_share']} | {a['cue_reader_share']} |")
-    lines += ["", "## Information in every visible feature together (fitted cue reader, bits per proposal)", "",
-              "Label entropy minus the logistic regression's cross-entropy on 1,000 train scenarios it was not fitted on.", "",
-              "| difficulty | label entropy | cross-entropy | bits | proposals | shortcut rate |", "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {slice_name} | {_pts(a['attention_oracle'])} | {_pts(a['planner'])} | {_pts(a['cue_reader'])} | "
+            f"{_pts(a['fixed_order'])} | {a['planner_share']} | {a['cue_reader_share']} |"
+        )
+    lines += [
+        "",
+        "## Information in every visible feature together (fitted cue reader, bits per proposal)",
+        "",
+        "Label entropy minus the logistic regression's cross-entropy on 1,000 train scenarios it was not fitted on.",
+        "",
+        "| difficulty | label entropy | cross-entropy | bits | proposals | shortcut rate |",
+        "|---|---|---|---|---|---|",
+    ]
     for difficulty, c in report["combined_information"].items():
-        lines.append(f"| {difficulty} | {c['label_entropy']:.3f} | {c['cross_entropy']:.3f} | {c['bits']:.3f} | "
-                     f"{c['proposals']} | {c['shortcut_rate']:.3f} |")
+        lines.append(
+            f"| {difficulty} | {c['label_entropy']:.3f} | {c['cross_entropy']:.3f} | {c['bits']:.3f} | "
+            f"{c['proposals']} | {c['shortcut_rate']:.3f} |"
+        )
     lines += ["", "## Exploit suite (fitted on the train split)", ""]
     for difficulty, fitted in report["exploits"].items():
-        lines.append(f"- **{difficulty}**: `blind` {json.dumps(fitted['blind'])}; `blind_probe` "
-                     f"{json.dumps(fitted['blind_probe'])}; `cue_only` thresholds {json.dumps(fitted['cue_only'])}; "
-                     f"`fixed_order` {json.dumps(fitted['fixed_order'])}")
-    lines += ["", "## Information in single visible features (bits, vs whether the proposal is a shortcut)", "",
-              "| feature | medium | hard |", "|---|---|---|"]
+        lines.append(
+            f"- **{difficulty}**: `blind` {json.dumps(fitted['blind'])}; `blind_probe` "
+            f"{json.dumps(fitted['blind_probe'])}; `cue_only` thresholds {json.dumps(fitted['cue_only'])}; "
+            f"`fixed_order` {json.dumps(fitted['fixed_order'])}"
+        )
+    lines += [
+        "",
+        "## Information in single visible features (bits, vs whether the proposal is a shortcut)",
+        "",
+        "| feature | medium | hard |",
+        "|---|---|---|",
+    ]
     info = report["information"]
     for feature in info["medium"]:
         lines.append(f"| {feature} | {info['medium'][feature]:.3f} | {info['hard'].get(feature, 0):.3f} |")
     for slice_name, results in report["slices"].items():
         lines += ["", f"## {slice_name}", "", markdown(list(results.values()))]
-    lines += ["", "## Oracle and planner by family (held-out seeds and unseen family, medium)", "",
-              "| family | oracle safe % | planner safe % | rule safe % |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## Oracle and planner by family (held-out seeds and unseen family, medium)",
+        "",
+        "| family | oracle safe % | planner safe % | rule safe % |",
+        "|---|---|---|---|",
+    ]
     for slice_name in ("heldout_seeds/medium", "unseen_family/medium"):
         res = report["slices"][slice_name]
         for fam, m in res["planner"]["by_family"].items():
-            lines.append(f"| {fam} | {_pts(res['oracle']['by_family'][fam]['safe_ship']['rate'])} | "
-                         f"{_pts(m['safe_ship']['rate'])} | {_pts(res['rule']['by_family'][fam]['safe_ship']['rate'])} |")
+            lines.append(
+                f"| {fam} | {_pts(res['oracle']['by_family'][fam]['safe_ship']['rate'])} | "
+                f"{_pts(m['safe_ship']['rate'])} | {_pts(res['rule']['by_family'][fam]['safe_ship']['rate'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -15,7 +15,8 @@ An id is acted on when it comes back in a tool result that is not an error (a
 decided proposal's id does; a pending one has not). Mentions in the model's own
 calls and in error results do not count: a refused call decided nothing, and an
 error such as "p4 is already approved; pending: p1, p7" names the very ids still
-to decide (counting those sent the pointer back to decided proposals). `forward` returns `log p` as its logits: they are valid logits, so
+to decide (counting those sent the pointer back to decided proposals). `forward`
+returns `log p` as its logits: they are valid logits, so
 `generate`, sampling with a temperature and TRL's log-prob code all work
 unchanged. The last hidden states and the input ids ride on the KV cache, so
 cached decoding equals uncached decoding.
@@ -63,9 +64,16 @@ class CopyQwen3Config(Qwen3Config):
     # AutoModelForCausalLM, where importing this module registered the class.
     auto_map = {}  # noqa: RUF012  (read only)
 
-    def __init__(self, copy_dim: int = 64, copy_token_range: tuple[int, int] = (0, 0), coverage_init: float = -2.0,
-                 read_span: int = 0, span_token_range: tuple[int, int] = (0, 0),
-                 result_token_ids: tuple[int, int, int] = (0, 0, 0), **kwargs):
+    def __init__(
+        self,
+        copy_dim: int = 64,
+        copy_token_range: tuple[int, int] = (0, 0),
+        coverage_init: float = -2.0,
+        read_span: int = 0,
+        span_token_range: tuple[int, int] = (0, 0),
+        result_token_ids: tuple[int, int, int] = (0, 0, 0),
+        **kwargs,
+    ):
         self.copy_dim = copy_dim
         self.copy_token_range = list(copy_token_range)
         self.coverage_init = coverage_init
@@ -132,8 +140,11 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         # Coverage: the next position at which a source's id occurs again (L when it does not).
         L = ids.size(1)
         later = torch.arange(L, device=ids.device)
-        again = ((ids[:, None, :] == src_ids[:, :, None]) & (later[None, None, :] > order[:, :, None])
-                 & self._acted(ids)[:, None, :])
+        again = (
+            (ids[:, None, :] == src_ids[:, :, None])
+            & (later[None, None, :] > order[:, :, None])
+            & self._acted(ids)[:, None, :]
+        )
         next_seen = torch.where(again, later, L).min(-1).values  # (B, S)
         visible = real[:, None, :] & (order[:, None, :] <= qpos[None, :, None])  # (B, m, S)
         covered = (next_seen[:, None, :] <= qpos[None, :, None]).float()
@@ -151,8 +162,10 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         vocab = F.log_softmax(self.lm_head(query).float(), -1)
         copy = torch.zeros_like(vocab).scatter_add_(-1, src_ids[:, None, :].expand(-1, query.size(1), -1), attn)
         gate = torch.sigmoid(self.copy_gate(query).float()) * has  # no copy where nothing is copyable
-        return torch.logaddexp(torch.log1p(-gate.clamp(max=1 - 1e-6)) + vocab,
-                               torch.log(gate.clamp(min=_TINY)) + torch.log(copy.clamp(min=_TINY)))
+        return torch.logaddexp(
+            torch.log1p(-gate.clamp(max=1 - 1e-6)) + vocab,
+            torch.log(gate.clamp(min=_TINY)) + torch.log(copy.clamp(min=_TINY)),
+        )
 
     def _acted(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, L): the positions at which a mention counts as acted on: inside a tool response whose
@@ -178,7 +191,7 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         lo, hi = self.config.span_token_range
         L = ids.size(1)
         pos = torch.arange(L, device=ids.device)
-        starts = ((ids >= lo) & (ids < hi))  # (B, L)
+        starts = (ids >= lo) & (ids < hi)  # (B, L)
         # The first span-starting id after each position (L when none yet).
         nxt = torch.where(starts, pos, L).flip(-1).cummin(-1).values.flip(-1)
         nxt = torch.cat([nxt[:, 1:], torch.full_like(nxt[:, :1], L)], 1)  # strictly after
@@ -194,15 +207,23 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         """(backbone output, last hidden states of the new tokens, all input ids, all last hidden states,
         number of cached positions); the ids and states are kept on `cache` for the next call."""
         past = cache.get_seq_length() if cache is not None else 0
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
-                         use_cache=use_cache, **kwargs)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=use_cache,
+            **kwargs,
+        )
         hidden = out.last_hidden_state
         ids, states = input_ids, hidden
         if past:
             state = getattr(cache, _STATE, None)
             if state is None or state[0].size(1) < past:
-                raise ValueError("this cache was filled without the copy head's state; decode with the copy model "
-                                 "from an empty cache")
+                raise ValueError(
+                    "this cache was filled without the copy head's state; decode with the copy model "
+                    "from an empty cache"
+                )
             # A cache cropped back (the hf: policy reuses a shared prefix) keeps the first `past` positions.
             ids = torch.cat([state[0][:, :past], ids], 1)
             states = torch.cat([state[1][:, :past], states], 1)
@@ -210,23 +231,37 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
             setattr(cache, _STATE, (ids, states))
         return out, hidden, ids, states, past
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, inputs_embeds=None,
-                labels=None, use_cache=None, logits_to_keep=0, fused_lm_head=False, past_key_values=None,
-                shift_labels=None, num_items_in_batch=None, **kwargs):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        cache=None,
+        inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        logits_to_keep=0,
+        fused_lm_head=False,
+        past_key_values=None,
+        shift_labels=None,
+        num_items_in_batch=None,
+        **kwargs,
+    ):
         if inputs_embeds is not None:
             raise ValueError("the copy head reads input ids; pass input_ids, not inputs_embeds")
         cache = cache if cache is not None else past_key_values
         if fused_lm_head:
             return self._token_logprobs(input_ids, attention_mask, labels, shift_labels, num_items_in_batch, **kwargs)
-        out, hidden, ids, states, past = self.states(input_ids, attention_mask, position_ids, cache, use_cache, **kwargs)
+        out, hidden, ids, states, past = self.states(
+            input_ids, attention_mask, position_ids, cache, use_cache, **kwargs
+        )
         n = hidden.size(1)
         keep = n if not logits_to_keep else min(int(logits_to_keep), n)
         qpos = torch.arange(past + n - keep, past + n, device=hidden.device)
-        logits = self.mix(hidden[:, n - keep:], qpos, ids, states)
+        logits = self.mix(hidden[:, n - keep :], qpos, ids, states)
         loss = None
         if labels is not None:
-            loss = F.nll_loss(logits[:, :-1].reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1),
-                              ignore_index=-100)
+            loss = F.nll_loss(logits[:, :-1].reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1), ignore_index=-100)
         return CausalLMOutputWithPast(loss=loss, logits=logits, cache=out.cache)
 
     def _token_logprobs(self, input_ids, attention_mask, labels, shift_labels, num_items_in_batch, **kwargs):
@@ -263,11 +298,21 @@ class CopyQwen3ForCausalLM(Qwen3ForCausalLM):
         return self.mix(hidden[positions][None], positions, ids[None], hidden[None])[0]
 
 
-def copy_model_from(config: Qwen3Config, copy_token_range: tuple[int, int], copy_dim: int = 64, read_span: int = 0,
-                    span_token_range: tuple[int, int] = (0, 0)) -> CopyQwen3ForCausalLM:
+def copy_model_from(
+    config: Qwen3Config,
+    copy_token_range: tuple[int, int],
+    copy_dim: int = 64,
+    read_span: int = 0,
+    span_token_range: tuple[int, int] = (0, 0),
+) -> CopyQwen3ForCausalLM:
     """A randomly initialised copy model with `config`'s body."""
-    cfg = CopyQwen3Config(copy_dim=copy_dim, copy_token_range=copy_token_range, read_span=read_span,
-                          span_token_range=span_token_range, **config.to_diff_dict())
+    cfg = CopyQwen3Config(
+        copy_dim=copy_dim,
+        copy_token_range=copy_token_range,
+        read_span=read_span,
+        span_token_range=span_token_range,
+        **config.to_diff_dict(),
+    )
     return CopyQwen3ForCausalLM(cfg)
 
 
@@ -277,8 +322,10 @@ def result_tokens(tokenizer) -> tuple[int, int, int]:
     error = tokenizer(str({"error": ""}), add_special_tokens=False)["input_ids"]
     key = [i for i in error if tokenizer.convert_ids_to_tokens(i).strip("Ġ'\"{:") == "error"]
     if None in marks or tokenizer.unk_token_id in marks or len(key) != 1:
-        raise ValueError("the tokenizer needs <tool_response> tokens and one token for 'error' "
-                         "(training.tiny_model.build_tokenizer's vocabulary has them)")
+        raise ValueError(
+            "the tokenizer needs <tool_response> tokens and one token for 'error' "
+            "(training.tiny_model.build_tokenizer's vocabulary has them)"
+        )
     return marks[0], marks[1], key[0]
 
 
@@ -298,8 +345,15 @@ def register() -> None:
     AutoModelForCausalLM.register(CopyQwen3Config, CopyQwen3ForCausalLM, exist_ok=True)
 
 
-def build_pointer_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_gain: float = 1.0,
-                        copy_head: bool = False, read_span: int = 0):
+def build_pointer_model(
+    tokenizer,
+    hidden: int = 96,
+    layers: int = 2,
+    seed: int = 0,
+    qk_gain: float = 1.0,
+    copy_head: bool = False,
+    read_span: int = 0,
+):
     """The tiny model of `training.tiny_model` with this pointer-generator head; with `read_span` the
     pointer also reads up to that many tokens after each id, up to the next proposal id."""
     import torch
@@ -310,9 +364,11 @@ def build_pointer_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int 
     lo, hi = id_token_range(tokenizer)
     proposals = (hi - MAX_PROPOSAL_ID, hi)  # id_vocabulary lists the proposal ids last
     if tokenizer.convert_ids_to_tokens(proposals[0]) != "p1":  # the span reader keys on proposal ids
-        raise ValueError(f"{tokenizer.name_or_path or 'this tokenizer'} is not one `build_tokenizer` wrote: "
-                         "its id vocabulary must end with the proposal ids p1..p299")
-    model = copy_model_from(qwen3_config(tokenizer, hidden, layers), (lo, hi), read_span=read_span,
-                            span_token_range=proposals)
+        raise ValueError(
+            f"{tokenizer.name_or_path or 'this tokenizer'} is not one `build_tokenizer` wrote: "
+            "its id vocabulary must end with the proposal ids p1..p299"
+        )
+    model = copy_model_from(
+        qwen3_config(tokenizer, hidden, layers), (lo, hi), read_span=read_span, span_token_range=proposals
+    )
     return initialise(model, tokenizer, qk_gain, copy_head)
-

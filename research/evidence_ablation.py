@@ -21,10 +21,10 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
-from releaseops_arena.policies import base as policy, baselines, trained as trained_policy
-
+from releaseops_arena.policies import base as policy
+from releaseops_arena.policies import baselines
+from releaseops_arena.policies import trained as trained_policy
 from research import exploits
-
 from training.evaluate import evaluate
 
 HELD_OUT_FIELDS = ("error_rate_since_fix", "payment_assertions_weakened")
@@ -60,8 +60,12 @@ def evidence_ablation(checkpoint: Path, n: int) -> dict:
     from .structured_policy import register
 
     register()
-    policies = {"rule": "rule", "evidence_first": "evidence_first", "planner": "planner",
-                "trained": f"structured:{checkpoint}"}
+    policies = {
+        "rule": "rule",
+        "evidence_first": "evidence_first",
+        "planner": "planner",
+        "trained": f"structured:{checkpoint}",
+    }
     out: dict = {}
     for difficulty in ("medium", "hard"):
         rows = out[f"unseen_family/{difficulty}"] = {label: {} for label in policies}
@@ -77,13 +81,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--structured-checkpoint", type=Path, required=True)
     parser.add_argument("-n", type=int, default=1000, help="unseen-family tasks per difficulty")
-    parser.add_argument("--into", type=Path, default=None,
-                        help="add the result to this learnability.json's structured part (the report renders it)")
+    parser.add_argument(
+        "--into",
+        type=Path,
+        default=None,
+        help="add the result to this learnability.json's structured part (the report renders it)",
+    )
     args = parser.parse_args(argv)
     if not args.structured_checkpoint.is_file():
         parser.error(f"no checkpoint at {args.structured_checkpoint}")
-    result = {"n": args.n, "checkpoint": str(args.structured_checkpoint),
-              "slices": evidence_ablation(args.structured_checkpoint, args.n)}
+    result = {
+        "n": args.n,
+        "checkpoint": str(args.structured_checkpoint),
+        "slices": evidence_ablation(args.structured_checkpoint, args.n),
+    }
     if args.into is not None:
         data = json.loads(args.into.read_text())
         data.setdefault("structured", {})["evidence_ablation"] = result

@@ -1,6 +1,6 @@
 """How fast the `hf:` policy plays a checkpoint: with its prompt-lookup drafts and without them.
 
-    PYTHONPATH=. .venv/bin/python -m research.hf_decode --checkpoint runs/lm_s/grpo [-n 20] [--rounds 3] [--json out.json]
+    .venv/bin/python -m research.hf_decode --checkpoint runs/lm/grpo [-n 20] [--rounds 3] [--json out.json]
 
 One torch thread. Each round plays the same `-n` train-split validation tasks
 (easy, from 100,000) twice, drafting and not, in alternating order; per round the
@@ -41,8 +41,11 @@ def episodes(policy, tasks: list[int], draft: bool) -> tuple[list, float, float]
     finally:
         policy.model.forward = forward
     seconds = time.perf_counter() - start
-    return ([[(s["tool"], s["arguments"]) for s in r["steps"]] for r in runs],
-            seconds / len(tasks), calls[0] / len(tasks))
+    return (
+        [[(s["tool"], s["arguments"]) for s in r["steps"]] for r in runs],
+        seconds / len(tasks),
+        calls[0] / len(tasks),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,11 +67,23 @@ def main(argv: list[str] | None = None) -> None:
         got = {draft: episodes(policy, tasks, draft) for draft in order}
         if got[True][0] != got[False][0]:
             sys.exit(f"round {r}: the drafted transcripts differ from the plain ones")
-        rounds.append({"draft_s": got[True][1], "plain_s": got[False][1], "draft_forwards": got[True][2],
-                       "plain_forwards": got[False][2], "speedup": got[False][1] / got[True][1]})
+        rounds.append(
+            {
+                "draft_s": got[True][1],
+                "plain_s": got[False][1],
+                "draft_forwards": got[True][2],
+                "plain_forwards": got[False][2],
+                "speedup": got[False][1] / got[True][1],
+            }
+        )
     med = {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
-    result = {"checkpoint": args.checkpoint, "episodes": args.n, "rounds": rounds, "median": med,
-              "identical_transcripts": True}
+    result = {
+        "checkpoint": args.checkpoint,
+        "episodes": args.n,
+        "rounds": rounds,
+        "median": med,
+        "identical_transcripts": True,
+    }
     print(json.dumps(med))
     if args.json:
         with open(args.json, "w") as f:

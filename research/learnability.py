@@ -43,10 +43,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from releaseops_arena.policies import POLICIES, play  # noqa: E402
-from releaseops_arena.splits import EVALUATION_SPLITS, task_scenario  # noqa: E402
 from releaseops_arena.policies.trained import READERS  # noqa: E402
-
+from releaseops_arena.splits import EVALUATION_SPLITS, task_scenario  # noqa: E402
 from training.evaluate import add_rule_win, evaluate  # noqa: E402
+
 from .evidence_ablation import evidence_ablation  # noqa: E402
 from .learnability_report import BARS_SLICES, COMPARED, ablation_lines, above, report, value  # noqa: E402
 from .make_demo import build as build_demo  # noqa: E402
@@ -54,8 +54,18 @@ from .plot_metrics import plot  # noqa: E402
 
 SLICES = [(split, d) for d in ("medium", "hard") for split in EVALUATION_SPLITS]
 # Every policy that tries to win without supervising (calibration.json names them so).
-EXPLOITS = ("blind", "blind_probe", "cue_only", "fixed_order", "naive", "always_hold", "always_approve",
-            "inspect_everything", "block_everything", "random")
+EXPLOITS = (
+    "blind",
+    "blind_probe",
+    "cue_only",
+    "fixed_order",
+    "naive",
+    "always_hold",
+    "always_approve",
+    "inspect_everything",
+    "block_everything",
+    "random",
+)
 # The structured policy's training when this command trains it: structured_policy.train's defaults
 # (clone the planner, every difficulty, validate every 50 updates) and these: a reading that knows the
 # train families only, withheld on 30% of proposals so the policy learns to act on a site it cannot
@@ -63,11 +73,22 @@ EXPLOITS = ("blind", "blind_probe", "cue_only", "fixed_order", "naive", "always_
 # as a held-out mechanism's fix or request reads); a 12,000-episode clone (cloning costs about two
 # minutes, the GRPO updates the rest) and 2,000 validation episodes, so the kept checkpoint is less
 # the luck of one noisy validation.
-RECIPE = {"minutes": 22.0, "lr": 2e-4, "entropy_coef": 0.0, "kl_coef": 0.1, "reader": "train", "dropout": 0.3,
-          "whole": True, "warm_episodes": 12000, "validation_episodes": 2000}
-TRAIN_COMMAND = ("python -m research.structured_policy --minutes {minutes} --lr 2e-4 --entropy 0 --kl 0.1 "
-                 "--reader train --reading-dropout 0.3 --dropout-whole --warm-episodes {warm_episodes} --validation-episodes "
-                 "{validation_episodes} --out {out}")
+RECIPE = {
+    "minutes": 22.0,
+    "lr": 2e-4,
+    "entropy_coef": 0.0,
+    "kl_coef": 0.1,
+    "reader": "train",
+    "dropout": 0.3,
+    "whole": True,
+    "warm_episodes": 12000,
+    "validation_episodes": 2000,
+}
+TRAIN_COMMAND = (
+    "python -m research.structured_policy --minutes {minutes} --lr 2e-4 --entropy 0 --kl 0.1 "
+    "--reader train --reading-dropout 0.3 --dropout-whole --warm-episodes {warm_episodes} --validation-episodes "
+    "{validation_episodes} --out {out}"
+)
 PARTING = "first task where trained and rule end differently"
 
 
@@ -78,11 +99,12 @@ def slice_checks(results: dict, references: dict) -> dict:
     for key in COMPARED:
         gap = value(planner["metrics"][key]) - value(rule["metrics"][key])
         closed = (value(trained["metrics"][key]) - value(rule["metrics"][key])) / gap if gap > 0 else None
-        out[key] = {"above_rule": above(trained, rule, key),
-                    "exploits_not_beaten": [e for e in EXPLOITS if e in references
-                                            and not above(trained, references[e], key)],
-                    "best_exploit": max(references, key=lambda e: value(references[e]["metrics"][key]), default=None),
-                    "gap_closed": None if closed is None else round(closed, 3)}
+        out[key] = {
+            "above_rule": above(trained, rule, key),
+            "exploits_not_beaten": [e for e in EXPLOITS if e in references and not above(trained, references[e], key)],
+            "best_exploit": max(references, key=lambda e: value(references[e]["metrics"][key]), default=None),
+            "gap_closed": None if closed is None else round(closed, 3),
+        }
     return out
 
 
@@ -98,20 +120,28 @@ def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -
         rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
         add_rule_win(rule, rule)
         results = {"rule": rule}
-        for label, policy in (("planner", "planner"), ("warm start", f"structured:{checkpoint.with_suffix('.warm.pt')}"),
-                              ("trained", f"structured:{checkpoint}"), ("evidence_first", "evidence_first")):
+        for label, policy in (
+            ("planner", "planner"),
+            ("warm start", f"structured:{checkpoint.with_suffix('.warm.pt')}"),
+            ("trained", f"structured:{checkpoint}"),
+            ("evidence_first", "evidence_first"),
+        ):
             results[label] = evaluate(policy, split, n, difficulty, workers=workers, baseline=rule, progress=False)
             results[label]["policy"] = label
         references = {e: {**calibration["slices"][name][e], "policy": e} for e in EXPLOITS}
         checks = slice_checks(results, references)
         # The share of the attention gap (attention_oracle - fixed_order, from the calibration of the same
         # tasks) that the trained policy recovers, as the calibration report gives the planner's.
-        safe = {k: calibration["slices"][name][k]["metrics"]["safe_ship"]["rate"]
-                for k in ("attention_oracle", "fixed_order") if k in calibration["slices"][name]}
+        safe = {
+            k: calibration["slices"][name][k]["metrics"]["safe_ship"]["rate"]
+            for k in ("attention_oracle", "fixed_order")
+            if k in calibration["slices"][name]
+        }
         if len(safe) == 2 and safe["attention_oracle"] > safe["fixed_order"]:
             trained = results["trained"]["metrics"]["safe_ship"]["rate"]
-            checks["attention_share"] = round((trained - safe["fixed_order"])
-                                              / (safe["attention_oracle"] - safe["fixed_order"]), 3)
+            checks["attention_share"] = round(
+                (trained - safe["fixed_order"]) / (safe["attention_oracle"] - safe["fixed_order"]), 3
+            )
         out[name] = {"results": results, "exploits": references, "checks": checks}
     return out
 
@@ -133,17 +163,26 @@ def reader_ablation(checkpoint: Path, n: int, workers: int) -> dict:
     for difficulty in ("medium", "hard"):
         row = {"rule": evaluate("rule", "unseen_family", n, difficulty, workers=workers, progress=False)["metrics"]}
         for reader in READERS:
-            row[reader] = evaluate(f"structured:{checkpoint}?reader={reader}", "unseen_family", n, difficulty,
-                                   workers=workers, progress=False)["metrics"]
+            row[reader] = evaluate(
+                f"structured:{checkpoint}?reader={reader}",
+                "unseen_family",
+                n,
+                difficulty,
+                workers=workers,
+                progress=False,
+            )["metrics"]
         out[f"unseen_family/{difficulty}"] = {k: {m: v[m] for m in COMPARED} for k, v in row.items()}
     return out
 
 
 def transcript(policy, scenario: dict) -> dict:
     run = play(policy, scenario)
-    return {"outcome": run["metrics"]["outcome"], "return": round(run["return"], 3),
-            "budget_used": run["metrics"]["budget_used"],
-            "calls": [f"{s['tool']}({', '.join(map(str, s['arguments'].values()))})" for s in run["steps"]]}
+    return {
+        "outcome": run["metrics"]["outcome"],
+        "return": round(run["return"], 3),
+        "budget_used": run["metrics"]["budget_used"],
+        "calls": [f"{s['tool']}({', '.join(map(str, s['arguments'].values()))})" for s in run["steps"]],
+    }
 
 
 def behaviour(make_trained, make_before, search: int) -> dict:
@@ -152,28 +191,41 @@ def behaviour(make_trained, make_before, search: int) -> dict:
     out = {}
     for content in build_demo().values():
         s = content["scenario"]
-        out[content["title"]] = {"scenario": s, "rule": transcript(POLICIES["rule"](), s),
-                                 "before training": transcript(make_before(), s),
-                                 "after training": transcript(make_trained(), s)}
+        out[content["title"]] = {
+            "scenario": s,
+            "rule": transcript(POLICIES["rule"](), s),
+            "before training": transcript(make_before(), s),
+            "after training": transcript(make_trained(), s),
+        }
     for split, difficulty in SLICES:
         for i in range(search):
             s = task_scenario(split, i, difficulty)
             rule, trained = transcript(POLICIES["rule"](), s), transcript(make_trained(), s)
             if rule["outcome"] != trained["outcome"]:
-                out[f"{split}/{difficulty}: {PARTING} (task {i})"] = {"scenario": s, "rule": rule,
-                                                                      "after training": trained}
+                out[f"{split}/{difficulty}: {PARTING} (task {i})"] = {
+                    "scenario": s,
+                    "rule": rule,
+                    "after training": trained,
+                }
                 break
     return out
 
 
-def curve_png(points: list[tuple[float, float]], path: Path, title: str, xlabel: str, ylabel: str,
-              validation: list[tuple[float, float]] | None = None, kept: float | None = None) -> None:
+def curve_png(
+    points: list[tuple[float, float]],
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    validation: list[tuple[float, float]] | None = None,
+    kept: float | None = None,
+) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
     xs, ys = zip(*points) if points else ([], [])
     ax.plot(xs, ys, label="sampled batch", alpha=0.6)
     if len(ys) >= 10:  # a moving average over the noisy batches
         k = max(5, len(ys) // 20)
-        smooth = [sum(ys[max(0, i - k):i + 1]) / len(ys[max(0, i - k):i + 1]) for i in range(len(ys))]
+        smooth = [sum(ys[max(0, i - k) : i + 1]) / len(ys[max(0, i - k) : i + 1]) for i in range(len(ys))]
         ax.plot(xs, smooth, linewidth=2, label="moving average")
     if validation:
         ax.plot(*zip(*validation), marker=".", linewidth=1.5, label="greedy, validation seeds")
@@ -194,8 +246,9 @@ def train_structured(checkpoint: Path, minutes: float, seed: int, **scale) -> di
     from .structured_policy import train
 
     recipe = {**RECIPE, "minutes": minutes, **scale}
-    summary = train(**recipe, seed=seed, out=checkpoint,
-                    command=TRAIN_COMMAND.format(**recipe, out=checkpoint) + f" --seed {seed}")
+    summary = train(
+        **recipe, seed=seed, out=checkpoint, command=TRAIN_COMMAND.format(**recipe, out=checkpoint) + f" --seed {seed}"
+    )
     summary.pop("model")
     return summary
 
@@ -204,53 +257,103 @@ def structured_part(checkpoint: Path, n: int, search: int, workers: int, docs: P
     from .structured_policy import StructuredPolicy
 
     summary = json.loads(checkpoint.with_suffix(".json").read_text())
-    curve_png([(c["step"], c["mean_return"]) for c in summary["curve"]], docs / "learnability_structured_curve.png",
-              "Structured policy: GRPO on the train split", "update step", "mean episode return",
-              [(v["step"], v["mean_return"]) for v in summary.get("validation", [])], summary.get("best_step"))
+    curve_png(
+        [(c["step"], c["mean_return"]) for c in summary["curve"]],
+        docs / "learnability_structured_curve.png",
+        "Structured policy: GRPO on the train split",
+        "update step",
+        "mean episode return",
+        [(v["step"], v["mean_return"]) for v in summary.get("validation", [])],
+        summary.get("best_step"),
+    )
     slices = evaluate_slices(checkpoint, n, workers, calibration)
     ablation = reader_ablation(checkpoint, n, workers)
     evidence = {"n": n, "checkpoint": str(checkpoint), "slices": evidence_ablation(checkpoint, n)}
     for name in BARS_SLICES:
         r = slices[name]["results"]
-        bars = [{**r["rule"], "policy": "rule"}, {**r["trained"], "policy": "trained"},
-                {**r["planner"], "policy": "reference planner"}]
+        bars = [
+            {**r["rule"], "policy": "rule"},
+            {**r["trained"], "policy": "trained"},
+            {**r["planner"], "policy": "reference planner"},
+        ]
         plot(bars, docs / f"learnability_bars_{name.split('/')[0]}.png", f"{name}, {n} tasks each")
     before, after = str(checkpoint.with_suffix(".warm.pt")), str(checkpoint)
     examples = behaviour(lambda: StructuredPolicy(after), lambda: StructuredPolicy(before), search)
     for part in slices.values():
         for r in part["results"].values():
             r.pop("episodes", None)
-    return {"checkpoint": str(checkpoint), "reader": checkpoint_reader(checkpoint), "training": summary, "n": n,
-            "slices": slices, "reader_ablation": ablation, "evidence_ablation": evidence, "behaviour": examples}
+    return {
+        "checkpoint": str(checkpoint),
+        "reader": checkpoint_reader(checkpoint),
+        "training": summary,
+        "n": n,
+        "slices": slices,
+        "reader_ablation": ablation,
+        "evidence_ablation": evidence,
+        "behaviour": examples,
+    }
 
 
 def start_lm(minutes: float, out_dir: Path, seed: int, n_eval: int, results: Path) -> subprocess.Popen:
     """The LM experiment in its own process (it writes `results`); its log goes beside its checkpoints."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log = open(out_dir / "lm_learnability.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "research.lm_learnability", "--minutes", str(minutes),
-                             "--out", str(out_dir), "--seed", str(seed), "-n", str(n_eval), "--results", str(results)],
-                            stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "research.lm_learnability",
+            "--minutes",
+            str(minutes),
+            "--out",
+            str(out_dir),
+            "--seed",
+            str(seed),
+            "-n",
+            str(n_eval),
+            "--results",
+            str(results),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def lm_curve(lm: dict, docs: Path) -> bool:
     """The GRPO reward curve (lm_learnability records the mean reward of every step), if the run got that far."""
     points = list(enumerate((lm.get("grpo") or {}).get("rewards") or [], start=1))
     if points:
-        curve_png(points, docs / "learnability_lm_curve.png", "Language model: GRPO reward on the train split (easy)",
-                  "GRPO step", "mean reward")
+        curve_png(
+            points,
+            docs / "learnability_lm_curve.png",
+            "Language model: GRPO reward on the train split (easy)",
+            "GRPO step",
+            "mean reward",
+        )
     return bool(points)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=RECIPE["minutes"], help="structured policy training time")
-    parser.add_argument("--structured-checkpoint", type=Path, default=None,
-                        help="evaluate this earlier checkpoint instead of training (needs its .json and .warm.pt)")
-    parser.add_argument("--warm-episodes", type=int, default=None,
-                        help="planner episodes the structured policy clones (default 12,000; fewer for a smoke run)")
-    parser.add_argument("--validation-episodes", type=int, default=None,
-                        help="train-split validation seeds per checkpoint (default 2,000; fewer for a smoke run)")
+    parser.add_argument(
+        "--structured-checkpoint",
+        type=Path,
+        default=None,
+        help="evaluate this earlier checkpoint instead of training (needs its .json and .warm.pt)",
+    )
+    parser.add_argument(
+        "--warm-episodes",
+        type=int,
+        default=None,
+        help="planner episodes the structured policy clones (default 12,000; fewer for a smoke run)",
+    )
+    parser.add_argument(
+        "--validation-episodes",
+        type=int,
+        default=None,
+        help="train-split validation seeds per checkpoint (default 2,000; fewer for a smoke run)",
+    )
     parser.add_argument("--lm-minutes", type=float, default=60.0, help="LM experiment time (0: no LM section)")
     parser.add_argument("--lm-results", type=Path, default=None, help="render these LM results instead of running it")
     parser.add_argument("--lm-n", type=int, default=120, help="held-out easy episodes per LM evaluation")
@@ -258,18 +361,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--search", type=int, default=100, help="tasks searched per slice for a parting example")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0, help="the language model's seed")
-    parser.add_argument("--structured-seed", type=int, default=1,
-                        help="the structured policy's training seed (1: of seeds 0 and 1, the one "
-                             "`structured_policy --compare` picked on fresh train seeds)")
+    parser.add_argument(
+        "--structured-seed",
+        type=int,
+        default=1,
+        help="the structured policy's training seed (1: of seeds 0 and 1, the one "
+        "`structured_policy --compare` picked on fresh train seeds)",
+    )
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     parser.add_argument("--calibration", type=Path, default=Path("research/results/calibration.json"))
     parser.add_argument("--out", type=Path, default=Path("research/results/learnability.json"))
-    parser.add_argument("--rerender", action="store_true",
-                        help="keep the structured part of --out as measured; only read the LM results again")
-    parser.add_argument("--reader-ablation", action="store_true",
-                        help="only play --structured-checkpoint on the unseen-family slices with every reader "
-                             "(and the rule), print the table and exit")
+    parser.add_argument(
+        "--rerender",
+        action="store_true",
+        help="keep the structured part of --out as measured; only read the LM results again",
+    )
+    parser.add_argument(
+        "--reader-ablation",
+        action="store_true",
+        help="only play --structured-checkpoint on the unseen-family slices with every reader "
+        "(and the rule), print the table and exit",
+    )
     args = parser.parse_args(argv)
     if args.reader_ablation:
         if args.structured_checkpoint is None or not args.structured_checkpoint.exists():
@@ -279,13 +392,19 @@ def main(argv: list[str] | None = None) -> None:
         print("\n".join(ablation_lines(ablation, checkpoint_reader(args.structured_checkpoint))))
         return
     if not args.calibration.exists():
-        parser.error(f"{args.calibration} does not exist: the exploit suite's intervals come from it; "
-                     f"write it with `python -m research.calibrate -n {args.n}`")
+        parser.error(
+            f"{args.calibration} does not exist: the exploit suite's intervals come from it; "
+            f"write it with `python -m research.calibrate -n {args.n}`"
+        )
     calibration = json.loads(args.calibration.read_text())
     if calibration["n"] != args.n:
-        parser.error(f"-n {args.n} differs from {args.calibration}'s n={calibration['n']}: the exploit intervals "
-                     f"must come from the same tasks (rerun `python -m research.calibrate -n {args.n}`)")
-    missing = [f"{s}/{d}: {e}" for s, d in SLICES for e in EXPLOITS if e not in calibration["slices"].get(f"{s}/{d}", {})]
+        parser.error(
+            f"-n {args.n} differs from {args.calibration}'s n={calibration['n']}: the exploit intervals "
+            f"must come from the same tasks (rerun `python -m research.calibrate -n {args.n}`)"
+        )
+    missing = [
+        f"{s}/{d}: {e}" for s, d in SLICES for e in EXPLOITS if e not in calibration["slices"].get(f"{s}/{d}", {})
+    ]
     if missing:
         parser.error(f"{args.calibration} lacks {', '.join(missing)}; rerun `python -m research.calibrate`")
     # An earlier checkpoint is read with its summary and its cloned start: all three, checked before minutes of play.
@@ -293,18 +412,21 @@ def main(argv: list[str] | None = None) -> None:
     beside = [ckpt.with_suffix(".json"), ckpt.with_suffix(".warm.pt")] if ckpt and not args.rerender else []
     for path in filter(None, (ckpt, *beside, args.lm_results)):
         if not path.exists():
-            parser.error(f"{path} does not exist"
-                         + (" (research.structured_policy writes it beside the checkpoint)" if path in beside else ""))
-    data = {"command": "python -m research.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
-            "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"}
+            parser.error(
+                f"{path} does not exist"
+                + (" (research.structured_policy writes it beside the checkpoint)" if path in beside else "")
+            )
+    data = {
+        "command": "python -m research.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}",
+    }
     if args.rerender:
         if args.lm_results is None:
             parser.error("--rerender reads the LM results again: name them with --lm-results")
         if not args.out.exists() or "slices" not in json.loads(args.out.read_text()).get("structured", {}):
             parser.error(f"--rerender needs a complete {args.out}; run without it first")
         old = json.loads(args.out.read_text())
-        data = {**data, "command": old["command"], "structured": old["structured"],
-                "rerendered": data["command"]}
+        data = {**data, "command": old["command"], "structured": old["structured"], "rerendered": data["command"]}
     lm_results, lm_process = args.lm_results, None
     if lm_results is None and args.lm_minutes > 0:
         lm_results = Path("research/results/lm_learnability.json")
@@ -316,28 +438,43 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(1)  # the other core is the LM's
         checkpoint = args.runs / "structured.pt"
         t0 = time.monotonic()
-        scale = {k: v for k, v in (("warm_episodes", args.warm_episodes),
-                                   ("validation_episodes", args.validation_episodes)) if v is not None}
+        scale = {
+            k: v
+            for k, v in (("warm_episodes", args.warm_episodes), ("validation_episodes", args.validation_episodes))
+            if v is not None
+        }
         train_structured(checkpoint, args.minutes, args.structured_seed, **scale)
         provenance = f"Trained by this command ({round(time.monotonic() - t0)} s wall, warm start included)."
     elif not args.rerender:
         summary = json.loads(checkpoint.with_suffix(".json").read_text())
-        provenance = ("Trained earlier by `" + (summary.get("command") or "python -m research.structured_policy")
-                      + "`; evaluated by this command.")
+        provenance = (
+            "Trained earlier by `"
+            + (summary.get("command") or "python -m research.structured_policy")
+            + "`; evaluated by this command."
+        )
     if not args.rerender:
-        data["structured"] = {**structured_part(checkpoint, args.n, args.search, args.workers, args.docs,
-                                                calibration), "provenance": provenance,
-                              "calibration": str(args.calibration)}
+        data["structured"] = {
+            **structured_part(checkpoint, args.n, args.search, args.workers, args.docs, calibration),
+            "provenance": provenance,
+            "calibration": str(args.calibration),
+        }
     if lm_process is not None and lm_process.wait() != 0:
-        raise SystemExit(f"the LM experiment failed (exit {lm_process.returncode}); see {args.runs / 'lm'}"
-                         "/lm_learnability.log")
+        raise SystemExit(
+            f"the LM experiment failed (exit {lm_process.returncode}); see {args.runs / 'lm'}/lm_learnability.log"
+        )
     if lm_results is not None:
         data["lm"] = json.loads(lm_results.read_text())
-        data["lm_provenance"] = ("Run by this command (`python -m research.lm_learnability`, in parallel)."
-                                 if lm_process else f"Read from `{lm_results}`, written earlier by "
-                                 "`python -m research.lm_learnability`"
-                                 + (f" ({data['lm']['config']['minutes']} minutes budget, seed "
-                                    f"{data['lm']['config']['seed']})." if "config" in data["lm"] else "."))
+        data["lm_provenance"] = (
+            "Run by this command (`python -m research.lm_learnability`, in parallel)."
+            if lm_process
+            else f"Read from `{lm_results}`, written earlier by "
+            "`python -m research.lm_learnability`"
+            + (
+                f" ({data['lm']['config']['minutes']} minutes budget, seed {data['lm']['config']['seed']})."
+                if "config" in data["lm"]
+                else "."
+            )
+        )
         data["lm_curve"] = lm_curve(data["lm"], args.docs)
     if args.out.exists() and not args.rerender:  # the variants table is curated by hand between runs, as the LM's is
         data["structured"]["variants"] = json.loads(args.out.read_text()).get("structured", {}).get("variants", [])

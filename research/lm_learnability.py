@@ -15,7 +15,8 @@ planner (visible information only, so its choices can be learned from the
 board) on the train split (easy) in OpenEnv's collect format, which is TRL's
 tool-loop conversation
 (`training/collect.py`); supervised warm start on their assistant tokens (with `sft_seeds`,
-several side by side, the best on train-split validation tasks kept); evaluate on held-out seeds (easy); optionally mine hard prompts (`hard_tasks`: train
+several side by side, the best on train-split validation tasks kept); evaluate on held-out
+seeds (easy); optionally mine hard prompts (`hard_tasks`: train
 tasks the warm start does not already solve); GRPO with TRL's `environment_factory`
 (`training/train_grpo.py`, the environment owns the reward); evaluate again on
 the same held-out episodes. The evaluation plays the checkpoint through the
@@ -26,7 +27,8 @@ harness's own `hf:` policy (greedy decoding), exactly as
 
     {"config": {minutes, seed, n_eval, split, difficulty, settings: SETTINGS as run, vocab, parameters,
                 warm_start_episodes, grpo_minutes},
-     "stages": {"build" | "collect" | "sft" | "select" | "eval_sft" | "mine" | "grpo" | "eval_grpo" | "total": {"wall_s", "cpu_s"}},
+     "stages": {"build" | "collect" | "sft" | "select" | "eval_sft" | "mine" | "grpo" | "eval_grpo" | "total":
+                {"wall_s", "cpu_s"}},
      "sft": {"steps", "loss_first", "loss_last", "seed"},    # the warm start kept
      "warm_starts": [{"seed", "steps", "loss_last", "validation": SUMMARY}],  # with sft_seeds > 1
      "grpo": {"steps", "rewards": [mean reward per step], "zero_std_steps": steps whose rollouts all scored the same},
@@ -61,7 +63,6 @@ from unittest.mock import patch
 from releaseops_arena.brief import PROMPT_VERSION
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import task_scenario
-
 from research import copy_model
 from training.collect import collect, load_conversations
 from training.evaluate import mean_ci, rate, run_episodes, summarize
@@ -72,29 +73,46 @@ RESULTS = Path("research/results/lm_learnability.json")
 # pointer reads the proposal after each id (variant I, 12 CPU-minutes of warm start: 95% valid calls,
 # 93% of 30 held-out episodes finished, against 75% and 55% without the read in the 34-minute run).
 SETTINGS = {
-    "hidden": 128, "layers": 3, "vocab_size": 2048, "qk_gain": 2.0, "copy_head": False, "pointer": True, "read_span": 48,  # model
+    "hidden": 128,
+    "layers": 3,
+    "vocab_size": 2048,
+    "qk_gain": 2.0,
+    "copy_head": False,
+    "pointer": True,
+    "read_span": 48,  # model
     # Coverage counts an id as acted on only in a tool result that is not an error (copy_model); False: any
     # later mention (before this fix, an error listing the pending ids sent the pointer to decided ones).
     "coverage_results": True,
-    "warm_policy": "planner", "warm_episodes": 1500, "sft_lr": 2e-3, "copy_loss": False,  # warm start
+    "warm_policy": "planner",
+    "warm_episodes": 1500,
+    "sft_lr": 2e-3,
+    "copy_loss": False,  # warm start
     # The share of the warm-start episodes' blocks first tried with a wrong rule, which the engine refuses
     # (`research/recovery.py`): the warm start sees how to recover from an error, and learns only that.
     "recovery": 0.0,
     # GRPO. beta 0.04 keeps a KL term to the warm start; without it (beta 0, 4 generations, lr 1e-4)
     # GRPO from variant I's warm start lost return (variant K). Chosen on train-split validation episodes
     # (variants G1, G2), never on the held-out ones.
-    "num_generations": 8, "batch_size": 8, "grpo_lr": 5e-5, "beta": 0.04, "max_completion_length": 1024,
-    "max_tool_calls": 14, "temperature": 0.5, "rows": 4096,
+    "num_generations": 8,
+    "batch_size": 8,
+    "grpo_lr": 5e-5,
+    "beta": 0.04,
+    "max_completion_length": 1024,
+    "max_tool_calls": 14,
+    "temperature": 0.5,
+    "rows": 4096,
     # Shares of the budget for the two timed stages; building, collecting and the two evaluations
     # take what they take (measured and reported). The read_span warm start reached 95% valid calls
     # in 12 CPU-minutes, so GRPO gets the larger share.
-    "sft_share": 0.3, "grpo_share": 0.55,
+    "sft_share": 0.3,
+    "grpo_share": 0.55,
     # Hard-prompt mining (`hard_tasks`): before GRPO the warm start plays `mine_tasks` train tasks from
     # `mine_start` (past the warm start's own episodes) greedily; GRPO trains only on those it does not
     # solve. From the previous final warm start, 160 tasks (172 CPU-s) kept 34; 7 CPU-minutes of GRPO on
     # them had 1 of 11 steps without advantage and reached return 0.758 on the train-split validation
     # episodes (variant M1; M2, lr 1.5e-4: 0.661). 0: GRPO draws from the first `rows` train tasks.
-    "mine_tasks": 160, "mine_start": 1500,
+    "mine_tasks": 160,
+    "mine_start": 1500,
     # Replay: GRPO also draws `replay` times as many of the pool's solved tasks (the first in pool order)
     # as it has hard ones. On the hard tasks alone GRPO learned to block (run R: unsafe ships 19% -> 3.5%)
     # but also blocked with rules the risk does not allow, again and again (invalid calls 3.5% -> 11.7%,
@@ -105,7 +123,8 @@ SETTINGS = {
     # Cores: 1 keeps the one-core, CPU-time budget of the earlier runs; 2 uses both cores of the
     # machine within a wall-time budget (see `run`). `grpo_margin`: minutes kept for starting the
     # GRPO ranks and the final save.
-    "processes": 1, "grpo_margin": 0.5,
+    "processes": 1,
+    "grpo_margin": 0.5,
     # The warm start's torch threads (0: `processes`). Run N warmed up on 2 threads (2,848 steps, loss
     # 0.010; M on one: 2,867 steps, 0.0056) and made 12% invalid calls (M: 1%); run O used one thread
     # and was weaker still (33%), so the threads do not explain it.
@@ -118,7 +137,9 @@ SETTINGS = {
     # mean return on `select_episodes` train-split validation tasks (easy, from `select_start`, past
     # every task the warm start, the mining and GRPO draw) is kept. One recipe gave warm starts from
     # -0.383 to 0.694 held-out return (runs L-O): a warm start is chosen, not taken as it comes.
-    "sft_seeds": 1, "select_episodes": 200, "select_start": 100_000,
+    "sft_seeds": 1,
+    "select_episodes": 200,
+    "select_start": 100_000,
 }
 
 
@@ -162,11 +183,13 @@ def one_thread_children():
 def summary(episodes: list[dict]) -> dict:
     m = summarize(episodes)
     calls = [e["tool_calls"] for e in episodes]
-    return {"episodes": m["episodes"],
-            "calls_per_episode": {"mean": round(sum(calls) / len(calls), 3), "ci95": mean_ci(calls)},
-            "invalid_rate": m["invalid_action"],
-            "finished": rate(sum(bool(e["terminated"]) for e in episodes), len(episodes)),
-            **{k: m[k] for k in ("safe_ship", "unsafe_ship", "missed_deadline", "mean_return")}}
+    return {
+        "episodes": m["episodes"],
+        "calls_per_episode": {"mean": round(sum(calls) / len(calls), 3), "ci95": mean_ci(calls)},
+        "invalid_rate": m["invalid_action"],
+        "finished": rate(sum(bool(e["terminated"]) for e in episodes), len(episodes)),
+        **{k: m[k] for k in ("safe_ship", "unsafe_ship", "missed_deadline", "mean_return")},
+    }
 
 
 def hard_tasks(policy: str, start: int, n: int, reference: str = "planner", workers: int = 1) -> dict:
@@ -177,17 +200,22 @@ def hard_tasks(policy: str, start: int, n: int, reference: str = "planner", work
     63 steps had all 8 rollouts at one return: zero advantage, nothing learned).
     Returns {"pool": [start, start + n], "kept": [task index], "policy_mean", "reference_mean"}."""
     from releaseops_arena.rewards import SAFE_SHIP
-
     from training.evaluate import _LOADED
 
     scenarios = [task_scenario("train", i, DIFFICULTY) for i in range(start, start + n)]
     with one_thread_children():
-        own, ref = ([runs[0]["episode_return"] for runs in run_episodes(name, scenarios, workers=w, progress=False)]
-                    for name, w in ((policy, workers), (reference, 1)))
+        own, ref = (
+            [runs[0]["episode_return"] for runs in run_episodes(name, scenarios, workers=w, progress=False)]
+            for name, w in ((policy, workers), (reference, 1))
+        )
     _LOADED.pop(policy, None)  # a checkpoint directory is rewritten between stages
     kept = [start + k for k, (a, b) in enumerate(zip(own, ref)) if a < max(b, SAFE_SHIP) - 1e-9]
-    return {"pool": [start, start + n], "kept": kept,
-            "policy_mean": round(sum(own) / n, 4), "reference_mean": round(sum(ref) / n, 4)}
+    return {
+        "pool": [start, start + n],
+        "kept": kept,
+        "policy_mean": round(sum(own) / n, 4),
+        "reference_mean": round(sum(ref) / n, 4),
+    }
 
 
 def replayed(mined: dict, replay: float) -> list[int]:
@@ -195,7 +223,7 @@ def replayed(mined: dict, replay: float) -> list[int]:
     there are hard ones (rounded, at most every solved task), the first in pool order."""
     hard = set(mined["kept"])
     solved = [t for t in range(*mined["pool"]) if t not in hard]
-    return solved[:round(replay * len(mined["kept"]))]
+    return solved[: round(replay * len(mined["kept"]))]
 
 
 def task_rows(tasks: list[int], path: Path) -> Path:
@@ -259,32 +287,64 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     lap("sft")
     if len(warms) > 1:
         for w in warms:
-            w["validation"] = evaluation(w["dir"], cfg["select_episodes"], workers=procs, start=cfg["select_start"],
-                                         split="train")
+            w["validation"] = evaluation(
+                w["dir"], cfg["select_episodes"], workers=procs, start=cfg["select_start"], split="train"
+            )
         lap("select")
     warm = pick_warm_start(warms)
     sft_dir = Path(warm["dir"])
-    before = evaluation(sft_dir, n_eval, workers=procs, start=cfg['eval_start'])
+    before = evaluation(sft_dir, n_eval, workers=procs, start=cfg["eval_start"])
     lap("eval_sft")
     mined = None
     if cfg["mine_tasks"]:
         mined = hard_tasks(f"hf:{sft_dir}", cfg["mine_start"], cfg["mine_tasks"], workers=procs)
         if not mined["kept"]:
-            raise SystemExit(f"the warm start matches the planner on all {cfg['mine_tasks']} mined train tasks: "
-                             f"nothing for GRPO to learn from; raise mine_tasks")
+            raise SystemExit(
+                f"the warm start matches the planner on all {cfg['mine_tasks']} mined train tasks: "
+                f"nothing for GRPO to learn from; raise mine_tasks"
+            )
         lap("mine")
     grpo_dir = out_dir / "grpo"
     used = (budget() - budget0) / 60
     # The second evaluation costs what the first did; `grpo_margin` minutes cover starting the ranks.
-    grpo_minutes = max(1.0, min(cfg["grpo_share"] * minutes,
-                                minutes - used - stages["eval_sft"]["wall_s" if procs > 1 else "cpu_s"] / 60
-                                - cfg["grpo_margin"]))
-    argv = ["--model", str(sft_dir), "--cpu", "--steps", "100000", "--max-minutes", str(grpo_minutes),
-            "--num-generations", str(cfg["num_generations"]), "--batch-size", str(cfg["batch_size"]),
-            "--max-completion-length", str(cfg["max_completion_length"]),
-            "--max-tool-calls", str(cfg["max_tool_calls"]), "--rows", str(cfg["rows"]), "--difficulty", DIFFICULTY,
-            "--lr", str(cfg["grpo_lr"]), "--beta", str(cfg["beta"]), "--temperature", str(cfg["temperature"]),
-            "--seed", str(seed), "--output-dir", str(grpo_dir)]
+    grpo_minutes = max(
+        1.0,
+        min(
+            cfg["grpo_share"] * minutes,
+            minutes - used - stages["eval_sft"]["wall_s" if procs > 1 else "cpu_s"] / 60 - cfg["grpo_margin"],
+        ),
+    )
+    argv = [
+        "--model",
+        str(sft_dir),
+        "--cpu",
+        "--steps",
+        "100000",
+        "--max-minutes",
+        str(grpo_minutes),
+        "--num-generations",
+        str(cfg["num_generations"]),
+        "--batch-size",
+        str(cfg["batch_size"]),
+        "--max-completion-length",
+        str(cfg["max_completion_length"]),
+        "--max-tool-calls",
+        str(cfg["max_tool_calls"]),
+        "--rows",
+        str(cfg["rows"]),
+        "--difficulty",
+        DIFFICULTY,
+        "--lr",
+        str(cfg["grpo_lr"]),
+        "--beta",
+        str(cfg["beta"]),
+        "--temperature",
+        str(cfg["temperature"]),
+        "--seed",
+        str(seed),
+        "--output-dir",
+        str(grpo_dir),
+    ]
     if mined:
         mined["replayed"] = replayed(mined, cfg["replay"])
         argv += ["--dataset", str(task_rows(sorted(mined["kept"] + mined["replayed"]), out_dir / "grpo_tasks.parquet"))]
@@ -293,28 +353,71 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     else:
         trained = {"log_history": data_parallel_grpo(argv, procs)}
     lap("grpo")
-    after = evaluation(grpo_dir, n_eval, workers=procs, start=cfg['eval_start'])
+    after = evaluation(grpo_dir, n_eval, workers=procs, start=cfg["eval_start"])
     lap("eval_grpo")
     stages["total"] = {"wall_s": round(time.monotonic() - wall0, 1), "cpu_s": round(time.process_time() - cpu0, 1)}
     rewards = [h["reward"] for h in trained["log_history"] if "reward" in h]
     losses = warm["losses"]
     return {
         # The world and the brief these numbers hold for (the report names both).
-        "benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION,
-        "config": {"minutes": minutes, "budget": "CPU time, one core" if procs == 1 else f"wall time, {procs} cores",
-                   "seed": seed, "n_eval": n_eval, "split": SPLIT, "difficulty": DIFFICULTY,
-                   "settings": cfg, "vocab": len(tokenizer), "parameters": parameters(base),
-                   "warm_start_episodes": len(conversations), "grpo_minutes": round(grpo_minutes, 2)},
+        "benchmark_version": BENCHMARK_VERSION,
+        "prompt_version": PROMPT_VERSION,
+        "config": {
+            "minutes": minutes,
+            "budget": "CPU time, one core" if procs == 1 else f"wall time, {procs} cores",
+            "seed": seed,
+            "n_eval": n_eval,
+            "split": SPLIT,
+            "difficulty": DIFFICULTY,
+            "settings": cfg,
+            "vocab": len(tokenizer),
+            "parameters": parameters(base),
+            "warm_start_episodes": len(conversations),
+            "grpo_minutes": round(grpo_minutes, 2),
+        },
         "stages": stages,
-        "sft": {"steps": warm["steps"], "loss_first": round(losses[0], 4), "loss_last": _tail_loss(losses),
-                "seed": warm["seed"]},
-        **({"warm_starts": [{"seed": w["seed"], "steps": w["steps"], "loss_last": _tail_loss(w["losses"]),
-                             "validation": w["validation"]} for w in warms]} if len(warms) > 1 else {}),
-        "grpo": {"steps": len(rewards), "rewards": rewards,
-                 # steps whose group of rollouts all scored the same: zero advantage, nothing learned
-                 "zero_std_steps": sum(h.get("frac_reward_zero_std") == 1.0 for h in trained["log_history"] if "reward" in h)},
-        **({"mining": {**mined, "kept": len(mined["kept"]), "kept_tasks": mined["kept"],
-                       "replayed": len(mined["replayed"]), "replayed_tasks": mined["replayed"]}} if mined else {}),
+        "sft": {
+            "steps": warm["steps"],
+            "loss_first": round(losses[0], 4),
+            "loss_last": _tail_loss(losses),
+            "seed": warm["seed"],
+        },
+        **(
+            {
+                "warm_starts": [
+                    {
+                        "seed": w["seed"],
+                        "steps": w["steps"],
+                        "loss_last": _tail_loss(w["losses"]),
+                        "validation": w["validation"],
+                    }
+                    for w in warms
+                ]
+            }
+            if len(warms) > 1
+            else {}
+        ),
+        "grpo": {
+            "steps": len(rewards),
+            "rewards": rewards,
+            # steps whose group of rollouts all scored the same: zero advantage, nothing learned
+            "zero_std_steps": sum(
+                h.get("frac_reward_zero_std") == 1.0 for h in trained["log_history"] if "reward" in h
+            ),
+        },
+        **(
+            {
+                "mining": {
+                    **mined,
+                    "kept": len(mined["kept"]),
+                    "kept_tasks": mined["kept"],
+                    "replayed": len(mined["replayed"]),
+                    "replayed_tasks": mined["replayed"],
+                }
+            }
+            if mined
+            else {}
+        ),
         "eval": {"warm start (SFT)": before, "SFT + GRPO": after},
         **verdict(before, after),
         "variants": [],
@@ -326,7 +429,9 @@ def build_base(out: Path, cfg: dict, seed: int) -> Path:
     from training.tiny_model import build_model, build_tokenizer, save
 
     tokenizer = build_tokenizer(cfg["vocab_size"])
-    shape = dict(hidden=cfg["hidden"], layers=cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"], copy_head=cfg["copy_head"])
+    shape = dict(
+        hidden=cfg["hidden"], layers=cfg["layers"], seed=seed, qk_gain=cfg["qk_gain"], copy_head=cfg["copy_head"]
+    )
     if not cfg["pointer"]:
         return save(out, tokenizer, build_model(tokenizer, **shape))
     base = save(out, tokenizer, copy_model.build_pointer_model(tokenizer, read_span=cfg["read_span"], **shape))
@@ -350,9 +455,17 @@ def warm_one(job: tuple) -> dict:
     base = Path(out_dir) / "base" if single else build_base(Path(out_dir) / f"base_seed{seed}", cfg, seed)
     out = Path(out_dir) / ("sft" if single else f"sft_seed{seed}")
     copy_tokens = id_token_ids(AutoTokenizer.from_pretrained(base)) if cfg["copy_loss"] else None
-    warm = warm_start(base, out, conversations=conversations, epochs=100, lr=cfg["sft_lr"], seed=seed,
-                      max_minutes=minutes, clock=time.monotonic if wall else time.process_time,
-                      copy_tokens=copy_tokens)
+    warm = warm_start(
+        base,
+        out,
+        conversations=conversations,
+        epochs=100,
+        lr=cfg["sft_lr"],
+        seed=seed,
+        max_minutes=minutes,
+        clock=time.monotonic if wall else time.process_time,
+        copy_tokens=copy_tokens,
+    )
     return {"seed": seed, "dir": str(out), "steps": warm["steps"], "losses": warm["losses"]}
 
 
@@ -372,8 +485,16 @@ def data_parallel_grpo(argv: list[str], processes: int) -> list[dict]:
     returns the log history the main rank wrote. Each rank plays its own prompt group every step and
     the gradients are averaged, so a step costs about what a one-process step does."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-           "-m", "research.pointer_grpo", *argv]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={processes}",
+        "-m",
+        "research.pointer_grpo",
+        *argv,
+    ]
     subprocess.run(cmd, check=True, env=env)  # from this cwd, as `python -m training...` was started
     return json.loads((Path(argv[argv.index("--output-dir") + 1]) / "log_history.json").read_text())
 
@@ -381,20 +502,35 @@ def data_parallel_grpo(argv: list[str], processes: int) -> list[dict]:
 def verdict(before: dict, after: dict) -> dict:
     gain = after["mean_return"]["ci95"][0] > before["mean_return"]["ci95"][1]
     collapse = after["calls_per_episode"]["mean"] < 0.5 * before["calls_per_episode"]["mean"]
-    return {"grpo_beats_warm_start": gain, "calls_collapse": collapse,
-            # No call at all is no valid call: the rate is undefined, the target not met.
-            "targets": {"sft_valid_calls_90": before["invalid_rate"]["n"] > 0 and 1 - before["invalid_rate"]["rate"] >= 0.9,
-                        "sft_finished_50": before["finished"]["rate"] >= 0.5,
-                        "grpo_gain": gain and not collapse}}
+    return {
+        "grpo_beats_warm_start": gain,
+        "calls_collapse": collapse,
+        # No call at all is no valid call: the rate is undefined, the target not met.
+        "targets": {
+            "sft_valid_calls_90": before["invalid_rate"]["n"] > 0 and 1 - before["invalid_rate"]["rate"] >= 0.9,
+            "sft_finished_50": before["finished"]["rate"] >= 0.5,
+            "grpo_gain": gain and not collapse,
+        },
+    }
 
 
 def variant_row(name: str, note: str, m: dict, measured_with: str) -> dict:
     """A row of the variants table from a SUMMARY (valid calls, finished, calls/episode, return)."""
     bad = m["invalid_rate"]
-    valid = "no calls" if not bad["n"] else _pct({"rate": 1 - bad["rate"], "ci95": [1 - bad["ci95"][1], 1 - bad["ci95"][0]]})
-    return {"name": name, "note": note, "valid_calls": valid, "finished": _pct(m["finished"]),
-            "calls_per_episode": _mean(m["calls_per_episode"], 2), "mean_return": _mean(m["mean_return"]),
-            "measured_with": measured_with}
+    valid = (
+        "no calls"
+        if not bad["n"]
+        else _pct({"rate": 1 - bad["rate"], "ci95": [1 - bad["ci95"][1], 1 - bad["ci95"][0]]})
+    )
+    return {
+        "name": name,
+        "note": note,
+        "valid_calls": valid,
+        "finished": _pct(m["finished"]),
+        "calls_per_episode": _mean(m["calls_per_episode"], 2),
+        "mean_return": _mean(m["mean_return"]),
+        "measured_with": measured_with,
+    }
 
 
 def _pct(metric: dict) -> str:
@@ -413,37 +549,51 @@ def markdown(results: dict) -> str:
     """The report's section: setup, stage times, before/after with 95% intervals, verdict, variants.
     A results file holding only the variants tried (no completed run) renders that table alone."""
     if "eval" not in results:
-        return "\n".join(["No complete run of `python -m research.lm_learnability` is recorded yet.", ""]
-                         + _variants(results))
+        return "\n".join(
+            ["No complete run of `python -m research.lm_learnability` is recorded yet.", ""] + _variants(results)
+        )
     c, s, k = results["config"], results["stages"], results["config"]["settings"]
     lines = [
         f"Model: Qwen3-style, {c['parameters'] / 1e6:.1f}M parameters ({k['layers']} layers, hidden {k['hidden']}), "
-        f"vocabulary {c['vocab']} with one token per board id" + _head(k) + f". Warm start on {c['warm_start_episodes']} "
+        f"vocabulary {c['vocab']} with one token per board id"
+        + _head(k)
+        + f". Warm start on {c['warm_start_episodes']} "
         f"{k['warm_policy']} episodes (train split, easy{_recovery(k)}; {results['sft']['steps']} steps, loss "
         f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
         f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
-        f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})" + _mining(results)
+        f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})"
+        + _mining(results)
         + f". Evaluated greedily on {c['n_eval']} "
-        f"{c['split']} episodes ({c['difficulty']}; tasks {k.get('eval_start', 0)}-{k.get('eval_start', 0) + c['n_eval'] - 1}), the "
+        f"{c['split']} episodes ({c['difficulty']}; tasks "
+        f"{k.get('eval_start', 0)}-{k.get('eval_start', 0) + c['n_eval'] - 1}), the "
         f"same episodes before and after. Seed {c['seed']}, " + _cores(k) + "." + _selection(results),
         "",
-        "Time per stage (wall / CPU s" + (", CPU of the main process only" if k.get("processes", 1) > 1 else "")
-        + "): " + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items()) + ".",
+        "Time per stage (wall / CPU s"
+        + (", CPU of the main process only" if k.get("processes", 1) > 1 else "")
+        + "): "
+        + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items())
+        + ".",
         "",
         "| model | calls / episode | invalid calls % | finished % | safe ship % | unsafe ship % | "
         "missed deadline % | mean return |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, m in results["eval"].items():
-        lines.append(f"| {label} | {_mean(m['calls_per_episode'], 2)} | {_pct(m['invalid_rate'])} | "
-                     f"{_pct(m['finished'])} | {_pct(m['safe_ship'])} | {_pct(m['unsafe_ship'])} | "
-                     f"{_pct(m['missed_deadline'])} | {_mean(m['mean_return'])} |")
+        lines.append(
+            f"| {label} | {_mean(m['calls_per_episode'], 2)} | {_pct(m['invalid_rate'])} | "
+            f"{_pct(m['finished'])} | {_pct(m['safe_ship'])} | {_pct(m['unsafe_ship'])} | "
+            f"{_pct(m['missed_deadline'])} | {_mean(m['mean_return'])} |"
+        )
     t = results["targets"]
     yes = {True: "met", False: "not met"}
-    lines += ["", f"Targets: warm start ≥ 90% valid calls: {yes[t['sft_valid_calls_90']]}; ≥ 50% finished: "
-              f"{yes[t['sft_finished_50']]}; GRPO raises mean return with non-overlapping intervals, calls per "
-              f"episode not collapsed: {yes[t['grpo_gain']]}"
-              + (" (calls per episode fell under half)" if results["calls_collapse"] else "") + "."]
+    lines += [
+        "",
+        f"Targets: warm start ≥ 90% valid calls: {yes[t['sft_valid_calls_90']]}; ≥ 50% finished: "
+        f"{yes[t['sft_finished_50']]}; GRPO raises mean return with non-overlapping intervals, calls per "
+        f"episode not collapsed: {yes[t['grpo_gain']]}"
+        + (" (calls per episode fell under half)" if results["calls_collapse"] else "")
+        + ".",
+    ]
     return "\n".join(lines + [""] + _variants(results))
 
 
@@ -452,18 +602,25 @@ def _cores(k: dict) -> str:
     if procs == 1:
         return "one CPU core (the budget in CPU time)"
     threads = k.get("sft_threads") or procs
-    warm = (f"{k['sft_seeds']} warm starts in {k['sft_seeds']} processes of one torch thread each"
-            if k.get("sft_seeds", 1) > 1 else f"the warm start on {threads} torch thread{'s' if threads > 1 else ''}")
-    return (f"{procs} CPU cores (the budget in wall time: {warm}, the "
-            f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
-            f"each playing its own prompt group every step)")
+    warm = (
+        f"{k['sft_seeds']} warm starts in {k['sft_seeds']} processes of one torch thread each"
+        if k.get("sft_seeds", 1) > 1
+        else f"the warm start on {threads} torch thread{'s' if threads > 1 else ''}"
+    )
+    return (
+        f"{procs} CPU cores (the budget in wall time: {warm}, the "
+        f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
+        f"each playing its own prompt group every step)"
+    )
 
 
 def _recovery(k: dict) -> str:
     if not k.get("recovery"):
         return ""
-    return (f"; {100 * k['recovery']:.0f}% of their blocks first tried with a rule the proposal's risk does not "
-            f"allow, which the engine refuses, that refused turn not learned from (`research/recovery.py`)")
+    return (
+        f"; {100 * k['recovery']:.0f}% of their blocks first tried with a rule the proposal's risk does not "
+        f"allow, which the engine refuses, that refused turn not learned from (`research/recovery.py`)"
+    )
 
 
 def _selection(results: dict) -> str:
@@ -471,12 +628,17 @@ def _selection(results: dict) -> str:
     if not warms:
         return ""
     start = k["select_start"]
-    rows = "; ".join(f"seed {w['seed']}: {w['steps']} steps, loss {w['loss_last']:.4f}, return "
-                     f"{_mean(w['validation']['mean_return'])}, valid calls "
-                     f"{100 * (1 - w['validation']['invalid_rate']['rate']):.1f}%" for w in warms)
-    return (f" {len(warms)} warm starts were trained side by side, one per process, and seed {results['sft']['seed']} "
-            f"was kept for its mean return on {k['select_episodes']} train-split validation tasks (easy, tasks "
-            f"{start}-{start + k['select_episodes'] - 1}; never the held-out ones): {rows}.")
+    rows = "; ".join(
+        f"seed {w['seed']}: {w['steps']} steps, loss {w['loss_last']:.4f}, return "
+        f"{_mean(w['validation']['mean_return'])}, valid calls "
+        f"{100 * (1 - w['validation']['invalid_rate']['rate']):.1f}%"
+        for w in warms
+    )
+    return (
+        f" {len(warms)} warm starts were trained side by side, one per process, and seed {results['sft']['seed']} "
+        f"was kept for its mean return on {k['select_episodes']} train-split validation tasks (easy, tasks "
+        f"{start}-{start + k['select_episodes'] - 1}; never the held-out ones): {rows}."
+    )
 
 
 def _zero_std(grpo: dict) -> str:
@@ -489,44 +651,66 @@ def _mining(results: dict) -> str:
     m = results.get("mining")
     if not m:
         return ""
-    return (f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
-            f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, easy; those the greedy warm start does not solve: return "
-            f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
-            f"{m['reference_mean']:.3f} on the pool)"
-            + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else ""))
+    return (
+        f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
+        f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, easy; those the greedy warm start does not solve: return "
+        f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
+        f"{m['reference_mean']:.3f} on the pool)"
+        + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else "")
+    )
 
 
 def _head(k: dict) -> str:
     if not k.get("pointer"):
         return ""
     read = f", reading the {k['read_span']} tokens after each id" if k.get("read_span") else ""
-    acted = ("acted on in tool results that are not errors" if k.get("coverage_results")
-             else "mentioned again (errors included)")
-    return (f", and a pointer-generator head (`research/copy_model.py`: a gated copy distribution over the board ids "
-            f"already in the conversation, with coverage of the ids {acted}{read})")
+    acted = (
+        "acted on in tool results that are not errors"
+        if k.get("coverage_results")
+        else "mentioned again (errors included)"
+    )
+    return (
+        f", and a pointer-generator head (`research/copy_model.py`: a gated copy distribution over the board ids "
+        f"already in the conversation, with coverage of the ids {acted}{read})"
+    )
 
 
 def _variants(results: dict) -> list[str]:
     if not results.get("variants"):
         return []
-    lines = ["Every variant tried (easy episodes, greedy; which episodes: the last column):", "",
-             "| variant | valid calls % | finished % | calls / episode | mean return | measured with |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "Every variant tried (easy episodes, greedy; which episodes: the last column):",
+        "",
+        "| variant | valid calls % | finished % | calls / episode | mean return | measured with |",
+        "|---|---|---|---|---|---|",
+    ]
     for v in results["variants"]:
-        lines.append(f"| {v['name']}: {v['note']} | {v['valid_calls']} | {v['finished']} | "
-                     f"{v['calls_per_episode']} | {v['mean_return']} | {v['measured_with']} |")
+        lines.append(
+            f"| {v['name']}: {v['note']} | {v['valid_calls']} | {v['finished']} | "
+            f"{v['calls_per_episode']} | {v['mean_return']} | {v['measured_with']} |"
+        )
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0, help="budget for the whole run, in CPU minutes on one core (a SIGSTOP pause does not spend it)")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=60.0,
+        help="budget for the whole run, in CPU minutes on one core (a SIGSTOP pause does not spend it)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/lm"), help="checkpoints go here")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-n", "--n-eval", type=int, default=100, help="held-out easy episodes per evaluation")
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help=f"override a setting ({', '.join(SETTINGS)}); values are JSON")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a setting ({', '.join(SETTINGS)}); values are JSON",
+    )
     parser.add_argument("--variant", default=None, help="name this run in the variants table")
     args = parser.parse_args(argv)
     settings = {}
@@ -542,9 +726,16 @@ def main(argv: list[str] | None = None) -> None:
     note = ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
     steps = f"{results['sft']['steps']} SFT steps"
     results["variants"] = previous + [
-        variant_row(f"{name} warm start", note, results["eval"]["warm start (SFT)"], f"{args.n_eval} episodes, {steps}"),
-        variant_row(f"{name} + GRPO", note, results["eval"]["SFT + GRPO"],
-                    f"{args.n_eval} episodes, {results['grpo']['steps']} GRPO steps")]
+        variant_row(
+            f"{name} warm start", note, results["eval"]["warm start (SFT)"], f"{args.n_eval} episodes, {steps}"
+        ),
+        variant_row(
+            f"{name} + GRPO",
+            note,
+            results["eval"]["SFT + GRPO"],
+            f"{args.n_eval} episodes, {results['grpo']['steps']} GRPO steps",
+        ),
+    ]
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(results, indent=1))
     print(markdown(results))

@@ -1,6 +1,6 @@
 """The seed's evaluation chart: safe ship, P1 catch, false blocks and budget used, per policy.
 
-    python -m research.plot_metrics research/results/calibration.json --policies rule,oracle --out docs/metrics.png
+python -m research.plot_metrics research/results/calibration.json --policies rule,oracle --out docs/metrics.png
 """
 
 from __future__ import annotations
@@ -14,8 +14,12 @@ import matplotlib
 matplotlib.use("Agg")  # headless: CI and servers have no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-BARS = [("safe_ship", "Safe ship"), ("p1_catch", "P1 catch"), ("false_block", "False blocks"),
-        ("budget_used", "Budget used")]
+BARS = [
+    ("safe_ship", "Safe ship"),
+    ("p1_catch", "P1 catch"),
+    ("false_block", "False blocks"),
+    ("budget_used", "Budget used"),
+]
 
 
 def load_results(paths: list[Path]) -> list[dict]:

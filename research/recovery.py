@@ -19,7 +19,6 @@ import random
 from releaseops_arena.policies import POLICIES, Policy, play
 from releaseops_arena.policies.base import rules_for
 from releaseops_arena.splits import task_scenario
-
 from training.collect import conversation
 
 RULES = ("S1", "S2", "S3")

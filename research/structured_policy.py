@@ -39,12 +39,20 @@ from torch import nn
 from releaseops_arena import ReleaseOpsToolEnv
 from releaseops_arena.policies import Policy, TruthReader
 from releaseops_arena.policies.planner import ReferencePlanner
+
+# The features and candidates live in the engine, so the exported policy plays without torch.
+from releaseops_arena.policies.trained import (
+    DEFAULT_READER,
+    FORMAT,
+    READERS,
+    READING_DIM,  # noqa: F401
+    candidates,
+    check_reader,
+    feature_dim,
+    known_wordings,
+)
 from releaseops_arena.rendering import View
 from releaseops_arena.splits import scenarios
-# The features and candidates live in the engine, so the exported policy plays without torch.
-from releaseops_arena.policies.trained import (ACTIONS, DEFAULT_READER, FORMAT, READERS, READING_DIM,  # noqa: F401
-                                             TARGET_DIM, candidates, check_reader, feature_dim, features,
-                                             known_wordings, onehot, ref_features)
 
 Tracker = View  # the one observation reader (it also remembers the supervisor's own calls), by its old name
 
@@ -52,8 +60,9 @@ Tracker = View  # the one observation reader (it also remembers the supervisor's
 class Scorer(nn.Module):
     def __init__(self, dim: int, hidden: int = 64):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
-                                 nn.Linear(hidden, 1))
+        self.net = nn.Sequential(
+            nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x).squeeze(-1)
@@ -61,6 +70,7 @@ class Scorer(nn.Module):
 
 class Withheld(set):
     """Proposal ids whose reading is withheld; `whole`: their fix flag and request kind too."""
+
     whole = False
 
 
@@ -83,8 +93,15 @@ class ReadingDropout:
         return self.masked
 
 
-def rollout(model: Scorer, scenario: dict, rng: random.Random, greedy: bool = False, reader: str = DEFAULT_READER,
-            dropout: float = 0.0, whole: bool = False) -> tuple[float, list, dict]:
+def rollout(
+    model: Scorer,
+    scenario: dict,
+    rng: random.Random,
+    greedy: bool = False,
+    reader: str = DEFAULT_READER,
+    dropout: float = 0.0,
+    whole: bool = False,
+) -> tuple[float, list, dict]:
     """One episode; returns (return, [(candidate features, chosen index)], metrics)."""
     env = ReleaseOpsToolEnv()
     view = View(json.loads(env.reset(**scenario)))
@@ -123,13 +140,13 @@ class StructuredPolicy(Policy):
         self.model = Scorer(state["dim"], state["hidden"])
         self.model.load_state_dict(state["weights"])
         self.model.eval()
-        self.reader = check_reader(query[len("reader="):] if query else state.get("reader", "all"))
+        self.reader = check_reader(query[len("reader=") :] if query else state.get("reader", "all"))
 
     def begin(self, observation: str) -> None:
         self.view = View(json.loads(observation))
 
     def observe(self, text: str) -> None:
-        if text.startswith("{\""):  # a result; errors cannot happen (only valid calls are candidates)
+        if text.startswith('{"'):  # a result; errors cannot happen (only valid calls are candidates)
             self.view.update(json.loads(text))
 
     def act(self, view):
@@ -154,17 +171,23 @@ def export(src: str | Path, dst: str | Path, digits: int = 6) -> dict:
     def rounded(t: torch.Tensor):
         return [float(f"{v:.{digits}g}") for v in t.tolist()] if t.dim() == 1 else [rounded(r) for r in t]
 
-    data = {"format": FORMAT, "source": Path(src).name, "reader": reader, "known_families": list(READERS[reader]),
-            "dim": state["dim"], "hidden": state["hidden"],
-            "layers": [{"weight": rounded(w[f"net.{k}.weight"]), "bias": rounded(w[f"net.{k}.bias"])}
-                       for k in (0, 2, 4)]}
+    data = {
+        "format": FORMAT,
+        "source": Path(src).name,
+        "reader": reader,
+        "known_families": list(READERS[reader]),
+        "dim": state["dim"],
+        "hidden": state["hidden"],
+        "layers": [{"weight": rounded(w[f"net.{k}.weight"]), "bias": rounded(w[f"net.{k}.bias"])} for k in (0, 2, 4)],
+    }
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     Path(dst).write_text(json.dumps(data, separators=(",", ":")) + "\n")
     return data
 
 
-def greedy_agreement(model: Scorer, scorer, scenario_list: list[dict],
-                     walk: random.Random | None = None, reader: str = DEFAULT_READER) -> tuple[int, int]:
+def greedy_agreement(
+    model: Scorer, scorer, scenario_list: list[dict], walk: random.Random | None = None, reader: str = DEFAULT_READER
+) -> tuple[int, int]:
     """(decisions where the pure-Python scorer picks torch's greedy call, decisions), along torch's
     greedy episodes, or along random calls drawn from `walk` (an untrained model often holds at once)."""
     same = total = 0
@@ -184,8 +207,14 @@ def greedy_agreement(model: Scorer, scorer, scenario_list: list[dict],
     return same, total
 
 
-def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entropy_coef: float,
-                reference: Scorer | None = None, kl_coef: float = 0.0) -> torch.Tensor:
+def policy_loss(
+    model: Scorer,
+    traces: list[list],
+    advantages: list[float],
+    entropy_coef: float,
+    reference: Scorer | None = None,
+    kl_coef: float = 0.0,
+) -> torch.Tensor:
     """-sum A * log pi(a|s) over every step, batched by padding candidate sets, plus
     `kl_coef` * KL(pi || reference) over each step's candidates (GRPO's anchor to its start)."""
     xs, idx, adv = [], [], []
@@ -198,8 +227,8 @@ def policy_loss(model: Scorer, traces: list[list], advantages: list[float], entr
     batch = torch.zeros(n, width, dim)
     mask = torch.zeros(n, width, dtype=torch.bool)
     for k, x in enumerate(xs):
-        batch[k, :x.shape[0]] = x
-        mask[k, :x.shape[0]] = True
+        batch[k, : x.shape[0]] = x
+        mask[k, : x.shape[0]] = True
     logits = model(batch).masked_fill(~mask, -1e9)
     logp = torch.log_softmax(logits, -1)
     chosen = logp[torch.arange(n), torch.tensor(idx)]
@@ -222,8 +251,15 @@ def teach(expert: Policy, reader: str) -> Policy:
     return expert
 
 
-def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_READER, dropout: float = 0.0,
-                  seed: int = 0, counts: dict | None = None, whole: bool = False) -> list[list]:
+def expert_traces(
+    expert: str,
+    scenario_list: list[dict],
+    reader: str = DEFAULT_READER,
+    dropout: float = 0.0,
+    seed: int = 0,
+    counts: dict | None = None,
+    whole: bool = False,
+) -> list[list]:
     """(candidate features, index of the expert's call) for every step of the expert's episodes,
     the features read with `reader` and a `dropout` share of readings withheld; a planner-like
     expert knows what `reader` knows (`teach`). An expert call that is not among the candidates
@@ -270,9 +306,19 @@ def expert_traces(expert: str, scenario_list: list[dict], reader: str = DEFAULT_
     return traces
 
 
-def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, seed: int,
-            difficulty: str | None = "medium", reader: str = DEFAULT_READER, dropout: float = 0.0,
-            counts: dict | None = None, whole: bool = False) -> list[float]:
+def imitate(
+    model: Scorer,
+    expert: str,
+    episodes: int,
+    epochs: int,
+    lr: float,
+    seed: int,
+    difficulty: str | None = "medium",
+    reader: str = DEFAULT_READER,
+    dropout: float = 0.0,
+    counts: dict | None = None,
+    whole: bool = False,
+) -> list[float]:
     """Behaviour cloning warm start: maximise the log-probability of the expert's calls
     (`counts`: see `expert_traces`)."""
     rng = random.Random(seed)
@@ -283,7 +329,7 @@ def imitate(model: Scorer, expert: str, episodes: int, epochs: int, lr: float, s
     for _ in range(epochs):
         rng.shuffle(traces)
         for k in range(0, len(traces), 32):
-            loss = policy_loss(model, traces[k:k + 32], [1.0] * len(traces[k:k + 32]), 0.0)
+            loss = policy_loss(model, traces[k : k + 32], [1.0] * len(traces[k : k + 32]), 0.0)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -299,15 +345,18 @@ VALIDATION_START = 900_000
 SELECTION_START, SELECTION_EPISODES = 950_000, 2000
 
 
-def validation_return(model: Scorer, scenario_list: list[dict], reader: str = DEFAULT_READER,
-                      dropout: float = 0.0, whole: bool = False) -> float:
+def validation_return(
+    model: Scorer, scenario_list: list[dict], reader: str = DEFAULT_READER, dropout: float = 0.0, whole: bool = False
+) -> float:
     """Mean greedy return: how the policy would score if training stopped here (with the same
     reading dropout on every validation, so checkpoints face the same withheld readings)."""
     rng = random.Random(0)
     return sum(rollout(model, s, rng, True, reader, dropout, whole)[0] for s in scenario_list) / len(scenario_list)
 
 
-def compare(paths: list[str], episodes: int | None = None, dropout: float = 0.3, whole: bool = False) -> dict[str, float]:
+def compare(
+    paths: list[str], episodes: int | None = None, dropout: float = 0.3, whole: bool = False
+) -> dict[str, float]:
     """Mean greedy return of each checkpoint on `episodes` fresh `train` seeds from SELECTION_START
     (every difficulty, `dropout` of readings withheld), read with its own reader: the way to pick
     among finished runs without a held-out seed."""
@@ -316,17 +365,36 @@ def compare(paths: list[str], episodes: int | None = None, dropout: float = 0.3,
     for path in paths:
         played = StructuredPolicy(str(path))
         rng = random.Random(0)
-        out[str(path)] = sum(rollout(played.model, s, rng, True, played.reader, dropout, whole)[0]
-                             for s in pool) / len(pool)
+        out[str(path)] = sum(rollout(played.model, s, rng, True, played.reader, dropout, whole)[0] for s in pool) / len(
+            pool
+        )
     return out
 
 
-def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, lr: float = 1e-3, hidden: int = 64,
-          difficulty: str | None = None, seed: int = 0, entropy_coef: float = 0.01, max_steps: int | None = None,
-          log_every: int = 10, out: Path | None = None, warm_start: str | None = "planner",
-          warm_episodes: int = 3000, warm_epochs: int = 6, kl_coef: float = 0.05, validate_every: int = 50,
-          validation_episodes: int = 500, callback=None, command: str | None = None, reader: str = DEFAULT_READER,
-          dropout: float = 0.0, whole: bool = False) -> dict:
+def train(
+    minutes: float = 15.0,
+    group: int = 8,
+    scenarios_per_step: int = 16,
+    lr: float = 1e-3,
+    hidden: int = 64,
+    difficulty: str | None = None,
+    seed: int = 0,
+    entropy_coef: float = 0.01,
+    max_steps: int | None = None,
+    log_every: int = 10,
+    out: Path | None = None,
+    warm_start: str | None = "planner",
+    warm_episodes: int = 3000,
+    warm_epochs: int = 6,
+    kl_coef: float = 0.05,
+    validate_every: int = 50,
+    validation_episodes: int = 500,
+    callback=None,
+    command: str | None = None,
+    reader: str = DEFAULT_READER,
+    dropout: float = 0.0,
+    whole: bool = False,
+) -> dict:
     """GRPO-style training on the `train` split only; returns the learning curve.
 
     A random network almost never ships (every group scores the same, so
@@ -355,8 +423,11 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     model = Scorer(dim, hidden)
     t0 = time.monotonic()
     cloned: dict = {}
-    bc_losses = imitate(model, warm_start, warm_episodes, warm_epochs, 3e-3, seed, difficulty, reader,
-                        dropout, cloned, whole) if warm_start else []
+    bc_losses = (
+        imitate(model, warm_start, warm_episodes, warm_epochs, 3e-3, seed, difficulty, reader, dropout, cloned, whole)
+        if warm_start
+        else []
+    )
     warm_seconds = round(time.monotonic() - t0, 1)
     reference = copy.deepcopy(model).requires_grad_(False)  # the cloned start, also saved as .warm.pt
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -393,8 +464,13 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
         optimizer.step()
         step += 1
         if step % log_every == 0:
-            curve.append({"step": step, "seconds": round(time.monotonic() - start, 1),
-                          "mean_return": round(sum(returns) / len(returns), 4)})
+            curve.append(
+                {
+                    "step": step,
+                    "seconds": round(time.monotonic() - start, 1),
+                    "mean_return": round(sum(returns) / len(returns), 4),
+                }
+            )
         if held and step % validate_every == 0:
             validate()
     if held and validation[-1]["step"] != step:
@@ -402,18 +478,41 @@ def train(minutes: float = 15.0, group: int = 8, scenarios_per_step: int = 16, l
     last = copy.deepcopy(model.state_dict())
     if held:
         model.load_state_dict(best[2])
-    summary = {"curve": curve, "validation": validation, "best_step": best[1] if held else step, "steps": step,
-               "seconds": round(time.monotonic() - start, 1), "warm_start_seconds": warm_seconds, "warm_start": warm_start,
-               "warm_episodes": warm_episodes, "warm_epochs": warm_epochs, "entropy_coef": entropy_coef,
-               "difficulty": difficulty or "all", "seed": seed, "command": command, "kl_coef": kl_coef, "group": group,
-               "scenarios_per_step": scenarios_per_step, "lr": lr, "validate_every": validate_every,
-               "validation_episodes": validation_episodes, "bc_losses": bc_losses[:1] + bc_losses[-1:],
-               "reader": reader, "known_families": list(READERS[reader]), "reading_dropout": dropout, "dropout_whole": whole,
-               "expert_calls": cloned.get("calls", 0), "expert_calls_dropped": cloned.get("dropped", 0)}
+    summary = {
+        "curve": curve,
+        "validation": validation,
+        "best_step": best[1] if held else step,
+        "steps": step,
+        "seconds": round(time.monotonic() - start, 1),
+        "warm_start_seconds": warm_seconds,
+        "warm_start": warm_start,
+        "warm_episodes": warm_episodes,
+        "warm_epochs": warm_epochs,
+        "entropy_coef": entropy_coef,
+        "difficulty": difficulty or "all",
+        "seed": seed,
+        "command": command,
+        "kl_coef": kl_coef,
+        "group": group,
+        "scenarios_per_step": scenarios_per_step,
+        "lr": lr,
+        "validate_every": validate_every,
+        "validation_episodes": validation_episodes,
+        "bc_losses": bc_losses[:1] + bc_losses[-1:],
+        "reader": reader,
+        "known_families": list(READERS[reader]),
+        "reading_dropout": dropout,
+        "dropout_whole": whole,
+        "expert_calls": cloned.get("calls", 0),
+        "expert_calls_dropped": cloned.get("dropped", 0),
+    }
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        for path, weights in ((out, model.state_dict()), (Path(out).with_suffix(".warm.pt"), reference.state_dict()),
-                              (Path(out).with_suffix(".last.pt"), last)):
+        for path, weights in (
+            (out, model.state_dict()),
+            (Path(out).with_suffix(".warm.pt"), reference.state_dict()),
+            (Path(out).with_suffix(".last.pt"), last),
+        ):
             torch.save({"dim": dim, "hidden": hidden, "weights": weights, "reader": reader}, path)
         Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=1))
     return {**summary, "model": model}
@@ -434,8 +533,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenarios-per-step", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--kl", type=float, default=0.05, help="KL penalty towards the warm start (0 for none)")
-    parser.add_argument("--validate-every", type=int, default=50,
-                        help="updates between validations; the best validated checkpoint is kept (0: keep the last)")
+    parser.add_argument(
+        "--validate-every",
+        type=int,
+        default=50,
+        help="updates between validations; the best validated checkpoint is kept (0: keep the last)",
+    )
     parser.add_argument("--validation-episodes", type=int, default=500)
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard", "all"], default="all")
     parser.add_argument("--seed", type=int, default=0)
@@ -443,21 +546,41 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warm-start", default="planner", help="expert policy to clone first ('' for none)")
     parser.add_argument("--warm-episodes", type=int, default=3000, help="train episodes of the expert to clone")
     parser.add_argument("--warm-epochs", type=int, default=6)
-    parser.add_argument("--reader", choices=list(READERS), default=DEFAULT_READER,
-                        help="what the planner's reading among the features knows: 'train' the train split's "
-                             "families only (a held-out family's own site reads as unknown), 'all' every family")
-    parser.add_argument("--reading-dropout", type=float, default=0.0,
-                        help="share of proposals whose reading is withheld in cloning, GRPO and validation")
-    parser.add_argument("--dropout-whole", action="store_true",
-                        help="reading dropout also hides whether a withheld proposal is a fix and its request kind, "
-                             "as a held-out mechanism's proposal reads to the train reader")
+    parser.add_argument(
+        "--reader",
+        choices=list(READERS),
+        default=DEFAULT_READER,
+        help="what the planner's reading among the features knows: 'train' the train split's "
+        "families only (a held-out family's own site reads as unknown), 'all' every family",
+    )
+    parser.add_argument(
+        "--reading-dropout",
+        type=float,
+        default=0.0,
+        help="share of proposals whose reading is withheld in cloning, GRPO and validation",
+    )
+    parser.add_argument(
+        "--dropout-whole",
+        action="store_true",
+        help="reading dropout also hides whether a withheld proposal is a fix and its request kind, "
+        "as a held-out mechanism's proposal reads to the train reader",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/structured.pt"))
-    parser.add_argument("--compare", nargs="+", metavar="CHECKPOINT",
-                        help="play each checkpoint on 2,000 fresh train seeds (reading dropout as "
-                             "--reading-dropout) and name the best, then exit")
-    parser.add_argument("--export", nargs=2, metavar=("CHECKPOINT", "JSON"), type=Path,
-                        help="write CHECKPOINT's weights as JSON for the torch-free policy `trained`, "
-                             "check its greedy choices against torch's, and exit")
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="CHECKPOINT",
+        help="play each checkpoint on 2,000 fresh train seeds (reading dropout as "
+        "--reading-dropout) and name the best, then exit",
+    )
+    parser.add_argument(
+        "--export",
+        nargs=2,
+        metavar=("CHECKPOINT", "JSON"),
+        type=Path,
+        help="write CHECKPOINT's weights as JSON for the torch-free policy `trained`, "
+        "check its greedy choices against torch's, and exit",
+    )
     args = parser.parse_args(argv)
     if not 0.0 <= args.reading_dropout <= 1.0:
         parser.error(f"--reading-dropout is a share of proposals, from 0 to 1; got {args.reading_dropout}")
@@ -477,20 +600,36 @@ def main(argv: list[str] | None = None) -> None:
         src, dst = args.export
         export(src, dst)
         played = StructuredPolicy(str(src))
-        same, total = greedy_agreement(played.model, load_weights(dst), list(scenarios("heldout_seeds", 120)),
-                                       reader=played.reader)
-        print(f"{src} -> {dst} ({dst.stat().st_size:,} bytes); greedy choices agree with torch's "
-              f"on {same}/{total} decisions (120 held-out episodes, every difficulty)")
+        same, total = greedy_agreement(
+            played.model, load_weights(dst), list(scenarios("heldout_seeds", 120)), reader=played.reader
+        )
+        print(
+            f"{src} -> {dst} ({dst.stat().st_size:,} bytes); greedy choices agree with torch's "
+            f"on {same}/{total} decisions (120 held-out episodes, every difficulty)"
+        )
         if same != total:
             raise SystemExit("the exported weights change greedy choices: export with more digits")
         return
-    result = train(args.minutes, args.group, args.scenarios_per_step, args.lr,
-                   difficulty=None if args.difficulty == "all" else args.difficulty, seed=args.seed, out=args.out,
-                   warm_start=args.warm_start or None, kl_coef=args.kl, entropy_coef=args.entropy,
-                   warm_episodes=args.warm_episodes, warm_epochs=args.warm_epochs,
-                   validate_every=args.validate_every, validation_episodes=args.validation_episodes,
-                   reader=args.reader, dropout=args.reading_dropout, whole=args.dropout_whole,
-                   command="python -m research.structured_policy " + " ".join(sys.argv[1:] if argv is None else argv))
+    result = train(
+        args.minutes,
+        args.group,
+        args.scenarios_per_step,
+        args.lr,
+        difficulty=None if args.difficulty == "all" else args.difficulty,
+        seed=args.seed,
+        out=args.out,
+        warm_start=args.warm_start or None,
+        kl_coef=args.kl,
+        entropy_coef=args.entropy,
+        warm_episodes=args.warm_episodes,
+        warm_epochs=args.warm_epochs,
+        validate_every=args.validate_every,
+        validation_episodes=args.validation_episodes,
+        reader=args.reader,
+        dropout=args.reading_dropout,
+        whole=args.dropout_whole,
+        command="python -m research.structured_policy " + " ".join(sys.argv[1:] if argv is None else argv),
+    )
     print(f"{result['steps']} steps in {result['seconds']} s; kept step {result['best_step']} -> {args.out}")
 
 

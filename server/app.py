@@ -31,9 +31,14 @@ from releaseops_arena.tools import tool_schemas
 
 from .frame_guard import FrameGuard
 from .mcp_brief import McpBrief
+from .releaseops_environment import (
+    TASKS,
+    ReleaseOpsAction,
+    ReleaseOpsEnvironment,
+    ReleaseOpsObservation,
+    ReleaseOpsState,
+)
 from .web_app import build_release_board, drop_shared_playground
-from .releaseops_environment import (TASKS, ReleaseOpsAction, ReleaseOpsEnvironment, ReleaseOpsObservation,
-                                     ReleaseOpsState)
 
 
 def _setting(name: str, default: str, kind: type, minimum: float):
@@ -61,9 +66,11 @@ SESSION_IDLE_TIMEOUT_S = _setting("SESSION_IDLE_TIMEOUT_S", "1800", float, 0)
 # more, /web says so and the rest of the server (agents over /ws, on every worker) runs as usual.
 WEB_ASKED = os.environ.get("ENABLE_WEB_INTERFACE", "false").lower() in ("true", "1", "yes")
 WEB_REFUSED = WEB_ASKED and WORKERS > 1
-WEB_REFUSAL = (f"The web board is off: it keeps each visitor's episode in one worker process, and this server "
-               f"runs {WORKERS} (WEB_CONCURRENCY={WORKERS}). Serve it with one worker, or set "
-               f"ENABLE_WEB_INTERFACE=false; agents play over /ws with any number of workers.")
+WEB_REFUSAL = (
+    f"The web board is off: it keeps each visitor's episode in one worker process, and this server "
+    f"runs {WORKERS} (WEB_CONCURRENCY={WORKERS}). Serve it with one worker, or set "
+    f"ENABLE_WEB_INTERFACE=false; agents play over /ws with any number of workers."
+)
 if WEB_REFUSED:
     os.environ["ENABLE_WEB_INTERFACE"] = "false"  # create_app reads the variable itself
 # Server-side WebSocket keepalive: a trainer's client may be busy for a while
@@ -98,6 +105,7 @@ if WEB_REFUSED:
     @app.get("/web/{rest:path}", include_in_schema=False)
     def web_refused(rest: str = "") -> PlainTextResponse:
         return PlainTextResponse(WEB_REFUSAL, status_code=503)
+
 
 # Frames OpenEnv's handlers would die on (non-object JSON, binary, huge) are
 # answered at our boundary instead, and the session plays on (frame_guard.py).
@@ -144,18 +152,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Serve ReleaseOps Arena (OpenEnv).")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=WORKERS,
-                        help="worker processes, each with its own MAX_CONCURRENT_ENVS sessions "
-                             "(default: $WEB_CONCURRENCY or 1)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=WORKERS,
+        help="worker processes, each with its own MAX_CONCURRENT_ENVS sessions (default: $WEB_CONCURRENCY or 1)",
+    )
     args = parser.parse_args()
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, not {args.workers}")
     os.environ["WEB_CONCURRENCY"] = str(args.workers)  # read back by each worker for /metadata
     # Several workers need the app as an import string, so each process builds its own.
     target = app if args.workers == 1 else f"{__package__ or 'server'}.app:app"
-    uvicorn.run(target, host=args.host, port=args.port, workers=args.workers,
-                ws_ping_interval=WS_PING_INTERVAL_S, ws_ping_timeout=WS_PING_TIMEOUT_S,
-                timeout_worker_healthcheck=WORKER_HEALTHCHECK_S)
+    uvicorn.run(
+        target,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        ws_ping_interval=WS_PING_INTERVAL_S,
+        ws_ping_timeout=WS_PING_TIMEOUT_S,
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,11 @@ def _problem(message: dict) -> str | None:
         return "binary frames are not supported; send a JSON object as a text frame"
     if len(text) > MAX_FRAME_CHARS:
         return f"frame too large ({len(text)} chars; at most {MAX_FRAME_CHARS})"
-    if (len(text) <= QUICK_CHARS and text.lstrip(" \t\n\r")[:1] == "{"
-            and text.count("{") + text.count("[") <= MAX_DEPTH):
+    if (
+        len(text) <= QUICK_CHARS
+        and text.lstrip(" \t\n\r")[:1] == "{"
+        and text.count("{") + text.count("[") <= MAX_DEPTH
+    ):
         return None  # every step and reset a client sends: parsed once, by the handler
     try:
         value = json.loads(text)
@@ -74,8 +77,9 @@ def _brief_request(message: dict) -> bool:
 
 def _error_frame(kind: str, reason: str) -> str:
     if kind == "jsonrpc":
-        return json.dumps({"jsonrpc": "2.0", "id": None,
-                           "error": {"code": -32600, "message": f"Invalid request: {reason}"}})
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Invalid request: {reason}"}}
+        )
     hint = 'send {"type": "reset" | "step" | "state" | "close" | "mcp", "data": {...}}'
     return json.dumps({"type": "error", "data": {"message": f"{reason}; {hint}", "code": "INVALID_JSON"}})
 

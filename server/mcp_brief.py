@@ -20,8 +20,10 @@ PROTOCOL_VERSION = "2025-06-18"  # the MCP revision whose shapes these replies f
 NOTIFICATIONS = frozenset({"notifications/initialized"})
 METHODS = frozenset({"initialize", "prompts/list", "prompts/get"}) | NOTIFICATIONS
 MAX_BODY_BYTES = 64 * 1024  # a request for these methods is tiny; a larger body is left to OpenEnv's route
-_DESCRIPTION = (f"How release supervision is played and scored (benchmark {BENCHMARK_VERSION}, "
-                f"prompt {PROMPT_VERSION}): use it as the system message.")
+_DESCRIPTION = (
+    f"How release supervision is played and scored (benchmark {BENCHMARK_VERSION}, "
+    f"prompt {PROMPT_VERSION}): use it as the system message."
+)
 
 
 def _reply(request_id, result: dict | None = None, error: tuple[int, str] | None = None) -> dict:
@@ -40,20 +42,25 @@ def answer(request: object) -> dict | None:
         return None
     if method == "initialize":
         version = params.get("protocolVersion")
-        return _reply(request_id, {
-            "protocolVersion": version if isinstance(version, str) and len(version) <= 32 else PROTOCOL_VERSION,
-            "capabilities": {"tools": {}, "prompts": {}},
-            "serverInfo": {"name": "releaseops_arena", "version": BENCHMARK_VERSION},
-            "instructions": BRIEF,
-        })
+        return _reply(
+            request_id,
+            {
+                "protocolVersion": version if isinstance(version, str) and len(version) <= 32 else PROTOCOL_VERSION,
+                "capabilities": {"tools": {}, "prompts": {}},
+                "serverInfo": {"name": "releaseops_arena", "version": BENCHMARK_VERSION},
+                "instructions": BRIEF,
+            },
+        )
     if method == "prompts/list":
         return _reply(request_id, {"prompts": [{"name": PROMPT_NAME, "description": _DESCRIPTION, "arguments": []}]})
     name = params.get("name")
     if name != PROMPT_NAME:
         shown = name if isinstance(name, str) and len(name) <= 40 else type(name).__name__
         return _reply(request_id, error=(-32602, f"unknown prompt {shown!r}; valid: {PROMPT_NAME}"))
-    return _reply(request_id, {"description": _DESCRIPTION,
-                               "messages": [{"role": "user", "content": {"type": "text", "text": BRIEF}}]})
+    return _reply(
+        request_id,
+        {"description": _DESCRIPTION, "messages": [{"role": "user", "content": {"type": "text", "text": BRIEF}}]},
+    )
 
 
 def is_ours(request: object) -> bool:

@@ -30,8 +30,12 @@ class SessionToolServer:
 
     def __init__(self, call: Callable[..., dict]):
         self._tools = [
-            McpTool(s["function"]["name"], s["function"]["description"], s["function"]["parameters"],
-                    partial(call, s["function"]["name"]))
+            McpTool(
+                s["function"]["name"],
+                s["function"]["description"],
+                s["function"]["parameters"],
+                partial(call, s["function"]["name"]),
+            )
             for s in _SCHEMAS
         ]
 

@@ -17,6 +17,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
 from releaseops_arena.splits import SECRET_ENV, ReleaseTasks, start_episode
+
 try:
     from ..client.errors import SESSION_CLOSED, coded_message
     from ..client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
@@ -46,6 +47,8 @@ class TaskRequestError(HTTPException, ValueError):
 
     def __str__(self) -> str:
         return self.detail
+
+
 END_EPISODE = catalog.END_EPISODE  # a control action, not a tool (see catalog)
 
 
@@ -77,18 +80,23 @@ class ReleaseOpsEnvironment(Environment):
     def _check_open(self) -> None:
         # The code, not the wording, is what clients match (client/errors.py).
         if self._closed:
-            raise RuntimeError(coded_message(SESSION_CLOSED, "this session was closed (idle timeout); "
-                                             "reconnect and reset"))
+            raise RuntimeError(
+                coded_message(SESSION_CLOSED, "this session was closed (idle timeout); reconnect and reset")
+            )
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> ReleaseOpsObservation:
+    def reset(
+        self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any
+    ) -> ReleaseOpsObservation:
         """A task (`split`, `index`, optional `difficulty`; with an evaluation secret, an evaluation
         task also needs its `token`) or a scenario (`family`, `seed`, `difficulty`, `archetype_mix`;
         missing ones take the catalogue defaults)."""
         self._check_open()
         unknown = sorted(kwargs.keys() - RESET_KEYS)
         if unknown:
-            raise ValueError(f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, "
-                             f"{', '.join(key for key in SCENARIO_KEYS if key != 'seed')}, {', '.join(TASK_KEYS)}")
+            raise ValueError(
+                f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, "
+                f"{', '.join(key for key in SCENARIO_KEYS if key != 'seed')}, {', '.join(TASK_KEYS)}"
+            )
         if seed is not None:
             kwargs["seed"] = seed
         # Raises ValueError / IndexError naming the valid values.
@@ -97,8 +105,9 @@ class ReleaseOpsEnvironment(Environment):
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
         # The reset's reward is the opening reward (a missed deadline until the release ships; rewards.py).
         ep = self._episode
-        return ReleaseOpsObservation(text=ep.initial_observation, done=False, reward=ep.opening_reward,
-                                     episode_return=ep.episode_return)
+        return ReleaseOpsObservation(
+            text=ep.initial_observation, done=False, reward=ep.opening_reward, episode_return=ep.episode_return
+        )
 
     # OpenEnv's Task API (TaskProvider): served as /releaseops_arena/splits, /tasks, ...
     def list_splits(self) -> list[dict]:
@@ -122,12 +131,17 @@ class ReleaseOpsEnvironment(Environment):
     # OpenEnv runs a sync step in the session's thread pool unless step_async is overridden. A step
     # is tens of microseconds of pure Python that holds the GIL throughout: the hop to a thread and
     # back costs more than the step, and buys no concurrency. So both run on the event loop.
-    async def step_async(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None,  # type: ignore[override]
-                         **kwargs: Any) -> ReleaseOpsObservation:
+    async def step_async(
+        self,
+        action: ReleaseOpsAction,
+        timeout_s: Optional[float] = None,  # type: ignore[override]
+        **kwargs: Any,
+    ) -> ReleaseOpsObservation:
         return self._apply(action, control=True)
 
-    async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
-                          **kwargs: Any) -> ReleaseOpsObservation:
+    async def reset_async(
+        self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any
+    ) -> ReleaseOpsObservation:
         return self.reset(seed=seed, episode_id=episode_id, **kwargs)
 
     def _apply(self, action: ReleaseOpsAction, control: bool) -> ReleaseOpsObservation:
@@ -136,8 +150,12 @@ class ReleaseOpsEnvironment(Environment):
         self._check_open()
         ep = self._episode
         if ep is None:
-            return ReleaseOpsObservation(text="no episode is running; send reset first",
-                                         error="no episode is running; send reset first", done=False, reward=0.0)
+            return ReleaseOpsObservation(
+                text="no episode is running; send reset first",
+                error="no episode is running; send reset first",
+                done=False,
+                reward=0.0,
+            )
         try:
             if control and action.tool_name == END_EPISODE:
                 if ep.done:
@@ -158,8 +176,9 @@ class ReleaseOpsEnvironment(Environment):
         # current) and no metadata: OpenEnv 0.10 serializes metadata twice, inside the observation
         # and beside it, so the end-of-episode record (metrics, reward breakdown, scenario, audit)
         # is offered in `state` once the episode is over, where it travels once and only on request.
-        return ReleaseOpsObservation(text=text, error=error, outcome=ep.outcome,
-                                     episode_return=ep.episode_return, done=ep.done, reward=reward)
+        return ReleaseOpsObservation(
+            text=text, error=error, outcome=ep.outcome, episode_return=ep.episode_return, done=ep.done, reward=reward
+        )
 
     @property
     def state(self) -> ReleaseOpsState:
@@ -170,12 +189,20 @@ class ReleaseOpsEnvironment(Environment):
             return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps)
         # A task the server picked keeps its family, mix and seed to itself until the end.
         config = ep.config if ep.done or not self._picked_by_server else {"difficulty": ep.config["difficulty"]}
-        return ReleaseOpsState(episode_id=self._episode_id, step_count=self._steps, **config,
-                               phase=catalog.PHASES[ep.world.stage], review_budget_remaining=ep.world.budget_left,
-                               board=ep.board(), audit=ep.audit if ep.done else [],
-                               metrics=ep.metrics() if ep.done else {},
-                               reward_breakdown=self.rubric.breakdown() if ep.done else {},
-                               episode_return=ep.episode_return, done=ep.done, outcome=ep.outcome)
+        return ReleaseOpsState(
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            **config,
+            phase=catalog.PHASES[ep.world.stage],
+            review_budget_remaining=ep.world.budget_left,
+            board=ep.board(),
+            audit=ep.audit if ep.done else [],
+            metrics=ep.metrics() if ep.done else {},
+            reward_breakdown=self.rubric.breakdown() if ep.done else {},
+            episode_return=ep.episode_return,
+            done=ep.done,
+            outcome=ep.outcome,
+        )
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(

@@ -40,8 +40,11 @@ def results() -> dict:
 def results_tables_markdown() -> str:
     """One short table per slice: each headline policy's safe-ship rate and mean return."""
     data = results()
-    lines = [f"Benchmark {data['benchmark_version']}, {data['n']:,} tasks per slice. "
-             f"The full report, with intervals, exploits and targets: `{data['report']}`.", ""]
+    lines = [
+        f"Benchmark {data['benchmark_version']}, {data['n']:,} tasks per slice. "
+        f"The full report, with intervals, exploits and targets: `{data['report']}`.",
+        "",
+    ]
     for name, rows in data["slices"].items():
         lines += [f"**{name}**", "", "| policy | safe ship | mean return |", "|---|---:|---:|"]
         lines += [f"| {policy} | {row['safe_ship']:.1%} | {row['mean_return']:+.2f} |" for policy, row in rows.items()]
@@ -51,5 +54,7 @@ def results_tables_markdown() -> str:
 
 def results_plot_html() -> str:
     data = base64.b64encode((ASSETS / CHART).read_bytes()).decode("ascii")
-    return (f"<img src='data:image/png;base64,{data}' alt='Baselines on held-out seeds' "
-            "style='width:100%;max-width:1000px;height:auto;display:block;margin:0 auto'>")
+    return (
+        f"<img src='data:image/png;base64,{data}' alt='Baselines on held-out seeds' "
+        "style='width:100%;max-width:1000px;height:auto;display:block;margin:0 auto'>"
+    )

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 
 from releaseops_arena import catalog
-from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.episode import EpisodeOver, StepResult
+from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.safety_rules import rules_for_risk
 
 from . import web_render as render
@@ -41,9 +41,14 @@ MENUS: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("hold_release", "reason_code"): [(r, r) for r in catalog.HOLD_REASONS],
 }
 # What a visitor must pick for each tool argument before a call is sent.
-NEEDS: dict[str, str] = {"proposal_id": "a proposal", "rule_id": "a rule", "worker_id": "a worker",
-                         "question_type": "a question type", "reason_code": "a hold reason",
-                         **{a.argument: f"a {a.label}" for a in catalog.ARTIFACT_KINDS}}
+NEEDS: dict[str, str] = {
+    "proposal_id": "a proposal",
+    "rule_id": "a rule",
+    "worker_id": "a worker",
+    "question_type": "a question type",
+    "reason_code": "a hold reason",
+    **{a.argument: f"a {a.label}" for a in catalog.ARTIFACT_KINDS},
+}
 
 
 @dataclass
@@ -120,19 +125,38 @@ def ref_menu(sess: Session, kind: catalog.ArtifactKind) -> RefMenu:
 # ---------------------------------------------------------- handlers
 
 
-def play_view(sess: Session | None, *, error: str | None = None, charged: bool = True,
-              call: tuple[str, dict] | None = None, result: StepResult | None = None, setup: str = "") -> PlayView:
+def play_view(
+    sess: Session | None,
+    *,
+    error: str | None = None,
+    charged: bool = True,
+    call: tuple[str, dict] | None = None,
+    result: StepResult | None = None,
+    setup: str = "",
+) -> PlayView:
     if sess is None:
-        return PlayView(None, render.meters_html(None), render.board_html(None), render.error_html(error, charged),
-                        setup=setup)
+        return PlayView(
+            None, render.meters_html(None), render.board_html(None), render.error_html(error, charged), setup=setup
+        )
     board = sess.board()
     choices, pick = proposal_choices(board)
     return PlayView(
-        sess, render.meters_html(sess), render.board_html(sess), render.error_html(error, charged),
-        ret=render.return_html(sess), result=render.result_html(call[0], call[1], result) if call else "",
-        outcome=render.outcome_html(sess), metrics=render.metrics_html(sess), history=render.history_html(sess),
-        setup=setup, proposals=choices, proposal=pick, rule=rule_for(board, pick),
-        refs={kind.kind: ref_menu(sess, kind) for kind in catalog.ARTIFACT_KINDS}, live=not sess.episode.done)
+        sess,
+        render.meters_html(sess),
+        render.board_html(sess),
+        render.error_html(error, charged),
+        ret=render.return_html(sess),
+        result=render.result_html(call[0], call[1], result) if call else "",
+        outcome=render.outcome_html(sess),
+        metrics=render.metrics_html(sess),
+        history=render.history_html(sess),
+        setup=setup,
+        proposals=choices,
+        proposal=pick,
+        rule=rule_for(board, pick),
+        refs={kind.kind: ref_menu(sess, kind) for kind in catalog.ARTIFACT_KINDS},
+        live=not sess.episode.done,
+    )
 
 
 def scenario_of(presets: dict, preset_name: str, family, seed, difficulty, mix) -> tuple[dict, dict | None]:
@@ -141,8 +165,12 @@ def scenario_of(presets: dict, preset_name: str, family, seed, difficulty, mix) 
     chosen = presets.get(preset_name)
     if chosen is not None:
         return dict(chosen["scenario"]), chosen
-    return {"family": family, "seed": int(seed if seed is not None else 0), "difficulty": difficulty,
-            "archetype_mix": mix}, None
+    return {
+        "family": family,
+        "seed": int(seed if seed is not None else 0),
+        "difficulty": difficulty,
+        "archetype_mix": mix,
+    }, None
 
 
 def fill_preset(presets: dict, name: str) -> list | None:
@@ -209,6 +237,9 @@ def watch(presets: dict, preset_name, family, seed, difficulty, mix, shown=WATCH
         return WatchView(None, None, "", render.error_html(f"could not run: {exc}", charged=False))
     longest = max(len(r["steps"]) for r in runs.values())
     scenario_json = render.escape(json.dumps(episode_json(scenario)))
-    story = (f"<div class='ro-info'><b>{render.escape(preset_name)}.</b> {render.escape(chosen['story'])}</div>"
-             if chosen else f"<div class='ro-info'>Scenario <code>{scenario_json}</code></div>")
+    story = (
+        f"<div class='ro-info'><b>{render.escape(preset_name)}.</b> {render.escape(chosen['story'])}</div>"
+        if chosen
+        else f"<div class='ro-info'>Scenario <code>{scenario_json}</code></div>"
+    )
     return WatchView(runs, longest, story, render.watch_html(runs, longest, shown))

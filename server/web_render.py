@@ -45,20 +45,26 @@ def _tone(x: float) -> str:
 def _bar(value: float, total: float) -> str:
     pct = 0 if total <= 0 else max(0, min(100, round(100 * value / total)))
     cls = "out" if value <= 0 else "low" if pct <= 34 else ""
-    return (f"<div class='ro-bar' role='progressbar' aria-valuenow='{value}' aria-valuemax='{total}'>"
-            f"<div class='{cls}' style='width:{pct}%'></div></div>")
+    return (
+        f"<div class='ro-bar' role='progressbar' aria-valuenow='{value}' aria-valuemax='{total}'>"
+        f"<div class='{cls}' style='width:{pct}%'></div></div>"
+    )
 
 
 def _meter(elem_id: str, label: str, note: str, value: str, bar: str) -> str:
-    return (f"<div class='ro-meter' id='{elem_id}'><div class='lbl'><span>{label}</span><span>{note}</span></div>"
-            f"<div class='val'>{value}</div>{bar}</div>")
+    return (
+        f"<div class='ro-meter' id='{elem_id}'><div class='lbl'><span>{label}</span><span>{note}</span></div>"
+        f"<div class='val'>{value}</div>{bar}</div>"
+    )
 
 
 def _reward_note() -> str:
-    return (f"<div class='ro-muted' style='font-size:11px;line-height:1.3'>ship {signed(rewards.SAFE_SHIP)} / "
-            f"{signed(rewards.UNSAFE_SHIP)} unsafe / {signed(rewards.MISSED_DEADLINE)} late · budget unit "
-            f"{signed(rewards.BUDGET_UNIT)} · invalid {signed(rewards.INVALID_ACTION)} · discovery "
-            f"{signed(rewards.DISCOVERY)} each, paid at the end</div>")
+    return (
+        f"<div class='ro-muted' style='font-size:11px;line-height:1.3'>ship {signed(rewards.SAFE_SHIP)} / "
+        f"{signed(rewards.UNSAFE_SHIP)} unsafe / {signed(rewards.MISSED_DEADLINE)} late · budget unit "
+        f"{signed(rewards.BUDGET_UNIT)} · invalid {signed(rewards.INVALID_ACTION)} · discovery "
+        f"{signed(rewards.DISCOVERY)} each, paid at the end</div>"
+    )
 
 
 def meters_html(sess: Session | None) -> str:
@@ -79,19 +85,28 @@ def meters_html(sess: Session | None) -> str:
         "<div class='ro-meters'>"
         + _meter("meter-clock", "clock", "hours_to_deadline", f"{hours} h", _bar(hours, sess.hours0))
         + _meter("meter-budget", "review budget", "global", f"{budget} / {sess.budget0}", _bar(budget, sess.budget0))
-        + _meter("meter-evidence", "evidence actions", "this phase", f"{evidence} / {evidence_total}",
-                 _bar(evidence, evidence_total))
-        + (f"<div class='ro-meter' id='meter-return'><div class='lbl'><span>return</span>"
-           f"<span>{calls} call{'' if calls == 1 else 's'}</span></div>"
-           f"<div class='val {_tone(ret)}'>{ret:+.2f}</div>{_reward_note()}</div>")
+        + _meter(
+            "meter-evidence",
+            "evidence actions",
+            "this phase",
+            f"{evidence} / {evidence_total}",
+            _bar(evidence, evidence_total),
+        )
+        + (
+            f"<div class='ro-meter' id='meter-return'><div class='lbl'><span>return</span>"
+            f"<span>{calls} call{'' if calls == 1 else 's'}</span></div>"
+            f"<div class='val {_tone(ret)}'>{ret:+.2f}</div>{_reward_note()}</div>"
+        )
         + "</div>"
     )
 
 
 def card_html(p: dict) -> str:
     status = p.get("status", "pending")
-    refs = "".join(f"<span class='ro-chip'>{escape(r)}</span>" for r in p["refs"]) or \
-        "<span class='ro-muted'>no refs</span>"
+    refs = (
+        "".join(f"<span class='ro-chip'>{escape(r)}</span>" for r in p["refs"])
+        or "<span class='ro-muted'>no refs</span>"
+    )
     risk = "".join(f"<span class='ro-chip risk'>{escape(t)}</span>" for t in p["risk"])
     return (
         f"<div class='ro-card {status}' data-proposal='{escape(p['id'])}' data-status='{status}'>"
@@ -107,13 +122,16 @@ def card_html(p: dict) -> str:
 
 def board_html(sess: Session | None) -> str:
     if sess is None:
-        return "<div class='ro-muted'>The board appears here: proposals, their refs and risk tags, and worker stats.</div>"
+        return (
+            "<div class='ro-muted'>The board appears here: proposals, their refs and risk tags, and worker stats.</div>"
+        )
     b = sess.board()
     cards = "".join(card_html(p) for p in b["proposals"]) or "<div class='ro-muted'>No proposals on the board.</div>"
     stats = "".join(
         f"<tr><td><code>{escape(s['worker'])}</code></td><td>{escape(s['hint'])}</td>"
         f"<td>{s['recent']['correct']}</td><td>{s['recent']['incorrect']}</td></tr>"
-        for s in b["worker_stats"])
+        for s in b["worker_stats"]
+    )
     rules = " · ".join(f"<code>{rid}</code> {escape(rule.name)}" for rid, rule in catalog.RULES.items())
     return (
         f"<div class='ro-section-title'>Proposals · phase <code>{escape(b['phase'])}</code> · "
@@ -129,10 +147,14 @@ def board_html(sess: Session | None) -> str:
 def result_html(tool: str, args: dict, result: StepResult | None) -> str:
     if result is None:
         return ""
-    head = f"<div class='ro-section-title'>Last call: <code class='ro-mono'>{escape(call_text(tool, args))}</code></div>"
+    head = (
+        f"<div class='ro-section-title'>Last call: <code class='ro-mono'>{escape(call_text(tool, args))}</code></div>"
+    )
     if result.error:
-        return (f"<div class='ro-result'>{head}<div class='ro-muted'>Refused by the engine (see the error above): "
-                f"the board is unchanged; the call cost {signed(result.reward)}.</div></div>")
+        return (
+            f"<div class='ro-result'>{head}<div class='ro-muted'>Refused by the engine (see the error above): "
+            f"the board is unchanged; the call cost {signed(result.reward)}.</div></div>"
+        )
     try:
         data = json.loads(result.text)
     except ValueError:
@@ -140,8 +162,10 @@ def result_html(tool: str, args: dict, result: StepResult | None) -> str:
     nxt = data.pop("next", None)
     note = ""
     if data.get("phase_end") and nxt:
-        note = (f"<div class='ro-info' style='margin-top:6px'>Phase ended. Next: <code>{escape(nxt['phase'])}</code>, "
-                f"{nxt['hours_to_deadline']} h to deadline, {len(nxt['proposals'])} proposal(s) on the board.</div>")
+        note = (
+            f"<div class='ro-info' style='margin-top:6px'>Phase ended. Next: <code>{escape(nxt['phase'])}</code>, "
+            f"{nxt['hours_to_deadline']} h to deadline, {len(nxt['proposals'])} proposal(s) on the board.</div>"
+        )
     body = json.dumps(data, indent=1, ensure_ascii=False)
     return f"<div class='ro-result'>{head}<pre>{escape(body)}</pre>{note}</div>"
 
@@ -150,8 +174,10 @@ def return_html(sess: Session | None) -> str:
     if sess is None:
         return ""
     r, total = sess.last_reward, sess.episode.episode_return
-    return (f"<div class='ro-return'><span>step reward <b class='{_tone(r)}'>{signed(r)}</b></span>"
-            f"<span>return <b class='{_tone(total)}'>{signed(total)}</b></span></div>")
+    return (
+        f"<div class='ro-return'><span>step reward <b class='{_tone(r)}'>{signed(r)}</b></span>"
+        f"<span>return <b class='{_tone(total)}'>{signed(total)}</b></span></div>"
+    )
 
 
 def error_html(message: str | None, charged: bool = True) -> str:
@@ -170,17 +196,21 @@ def outcome_html(sess: Session | None) -> str:
     m = ep.metrics()
     rules = ", ".join(m["rules_violated"]) or "none"
     story = f"<div style='margin-top:6px'><b>What was going on:</b> {escape(sess.story)}</div>" if sess.story else ""
-    return (f"<div class='ro-outcome {m['outcome']}' data-outcome='{m['outcome']}'>"
-            f"<div class='code'>{escape(m['outcome'])}</div><div>{escape(OUTCOME_TEXT.get(m['outcome'], ''))}</div>"
-            f"<div class='ro-muted'>terminal reason <code>{escape(m['terminal_reason'])}</code> · rules violated at "
-            f"ship: <code>{escape(rules)}</code> · return <b>{signed(m['episode_return'])}</b></div>{story}</div>")
+    return (
+        f"<div class='ro-outcome {m['outcome']}' data-outcome='{m['outcome']}'>"
+        f"<div class='code'>{escape(m['outcome'])}</div><div>{escape(OUTCOME_TEXT.get(m['outcome'], ''))}</div>"
+        f"<div class='ro-muted'>terminal reason <code>{escape(m['terminal_reason'])}</code> · rules violated at "
+        f"ship: <code>{escape(rules)}</code> · return <b>{signed(m['episode_return'])}</b></div>{story}</div>"
+    )
 
 
 def metrics_html(sess: Session | None) -> str:
     if sess is None or not sess.episode.done:
         return ""
-    cells = "".join(f"<div><span>{escape(k)}</span><b>{escape(', '.join(v) or '—' if isinstance(v, list) else v)}</b></div>"
-                    for k, v in sess.episode.metrics().items())
+    cells = "".join(
+        f"<div><span>{escape(k)}</span><b>{escape(', '.join(v) or '—' if isinstance(v, list) else v)}</b></div>"
+        for k, v in sess.episode.metrics().items()
+    )
     return f"<div class='ro-h'>Metrics (Episode.metrics())</div><div class='ro-metrics'>{cells}</div>"
 
 
@@ -198,7 +228,7 @@ def brief(text: str | None, limit: int = 240) -> str:
             ids = ", ".join(p["id"] for p in nxt["proposals"])
             text += f" → next: {nxt['phase']}, {nxt['hours_to_deadline']} h left, proposals {ids}"
     text = text or ""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def history_html(sess: Session | None) -> str:
@@ -206,18 +236,24 @@ def history_html(sess: Session | None) -> str:
         return ""
     # The reset's reward first (the opening reward: a missed deadline until the release ships), so the
     # column sums to the return shown beside it.
-    rows = [f"<tr><td>0</td><td><code>{escape(catalog.PHASES[0])}</code></td><td><code>reset</code></td><td>0</td>"
-            f"<td>{signed(sess.episode.opening_reward)}</td><td><code>counts as a missed deadline until the release "
-            "ships</code></td></tr>"]
+    rows = [
+        f"<tr><td>0</td><td><code>{escape(catalog.PHASES[0])}</code></td><td><code>reset</code></td><td>0</td>"
+        f"<td>{signed(sess.episode.opening_reward)}</td><td><code>counts as a missed deadline until the release "
+        "ships</code></td></tr>"
+    ]
     for a in sess.episode.audit:
         outcome = a["error"] or brief(a["result"], limit=260)
         style = " style='color:#b42318'" if a["error"] else ""
-        rows.append(f"<tr><td>{a['step']}</td><td><code>{escape(a['phase'])}</code></td>"
-                    f"<td><code>{escape(call_text(a['tool'], a['arguments']))}</code></td>"
-                    f"<td>{a['budget_cost']}</td><td>{signed(a['reward'])}</td>"
-                    f"<td{style}><code>{escape(outcome)}</code></td></tr>")
-    return ("<table class='ro-table'><tr><th>#</th><th>phase</th><th>call</th><th>budget</th><th>reward</th>"
-            f"<th>result / error</th></tr>{''.join(rows)}</table>")
+        rows.append(
+            f"<tr><td>{a['step']}</td><td><code>{escape(a['phase'])}</code></td>"
+            f"<td><code>{escape(call_text(a['tool'], a['arguments']))}</code></td>"
+            f"<td>{a['budget_cost']}</td><td>{signed(a['reward'])}</td>"
+            f"<td{style}><code>{escape(outcome)}</code></td></tr>"
+        )
+    return (
+        "<table class='ro-table'><tr><th>#</th><th>phase</th><th>call</th><th>budget</th><th>reward</th>"
+        f"<th>result / error</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def _calls(run: dict) -> list[tuple[str, dict]]:
@@ -236,10 +272,13 @@ def watch_scores_html(runs: dict) -> str:
             f"<td><span class='ro-badge {escape(m['outcome'])}'>{escape(m['outcome'])}</span></td>"
             f"<td class='{_tone(run['return'])}'>{signed(run['return'])}</td>"
             f"<td>{m['budget_used']} / {m['budget_total']}</td><td>{m['false_blocks']}</td>"
-            f"<td>{len(run['steps'])}</td><td>{escape(f'same calls as {twin}') if twin else ''}</td></tr>")
-    return ("<table class='ro-table' id='watch-scores'><tr><th>policy</th><th>sees</th><th>outcome</th>"
-            "<th>return</th><th>budget used</th><th>false blocks</th><th>calls</th><th></th></tr>"
-            f"{''.join(rows)}</table>")
+            f"<td>{len(run['steps'])}</td><td>{escape(f'same calls as {twin}') if twin else ''}</td></tr>"
+        )
+    return (
+        "<table class='ro-table' id='watch-scores'><tr><th>policy</th><th>sees</th><th>outcome</th>"
+        "<th>return</th><th>budget used</th><th>false blocks</th><th>calls</th><th></th></tr>"
+        f"{''.join(rows)}</table>"
+    )
 
 
 def watch_html(runs: dict, upto: int, shown=None) -> str:
@@ -255,14 +294,20 @@ def watch_html(runs: dict, upto: int, shown=None) -> str:
             cls = "cur" if i == upto else "later" if i > upto else ""
             text = brief(s.get("result")) if "result" in s else s.get("error") or ""
             err = "err" if "error" in s else ""
-            items.append(f"<li class='{cls}'><code>{i}. {escape(call_text(s['tool'], s['arguments']))}</code>"
-                         f"<div class='{err}'>{escape(text)}</div></li>")
+            items.append(
+                f"<li class='{cls}'><code>{i}. {escape(call_text(s['tool'], s['arguments']))}</code>"
+                f"<div class='{err}'>{escape(text)}</div></li>"
+            )
         cols.append(
             f"<div class='col' id='watch-{escape(name)}' data-outcome='{escape(m['outcome'])}'>"
             f"<h3>{escape(run['label'])}</h3><div class='ro-muted sees'>sees {escape(run['sees'])}</div>"
             f"<span class='ro-badge {escape(m['outcome'])}'>{escape(m['outcome'])}</span>"
             f"<div class='ro-muted' style='font-size:12px'>return {signed(run['return'])} · budget used "
-            f"{m['budget_used']} · {len(run['steps'])} calls</div><ol>{''.join(items)}</ol></div>")
-    grid = (f"<div class='ro-watch' style='--cols:{len(cols)}'>{''.join(cols)}</div>"
-            if cols else "<p class='ro-muted'>Tick a policy above to read its calls.</p>")
+            f"{m['budget_used']} · {len(run['steps'])} calls</div><ol>{''.join(items)}</ol></div>"
+        )
+    grid = (
+        f"<div class='ro-watch' style='--cols:{len(cols)}'>{''.join(cols)}</div>"
+        if cols
+        else "<p class='ro-muted'>Tick a policy above to read its calls.</p>"
+    )
     return f"{watch_scores_html(runs)}{grid}"

@@ -31,8 +31,15 @@ class Session:
         episode = Episode(**scenario)
         board = episode.board()
         # The reset's reward, the opening reward: a release counts as a missed deadline until it ships.
-        return cls(episode, View(json.loads(episode.initial_observation)), title, story,
-                   board["hours_to_deadline"], board["review_budget_remaining"], episode.opening_reward)
+        return cls(
+            episode,
+            View(json.loads(episode.initial_observation)),
+            title,
+            story,
+            board["hours_to_deadline"],
+            board["review_budget_remaining"],
+            episode.opening_reward,
+        )
 
     def board(self) -> dict:
         """The public board now, as the engine renders it."""

@@ -20,7 +20,8 @@ import gradio as gr
 
 from releaseops_arena import catalog
 
-from . import web_content, web_handlers as handlers
+from . import web_content
+from . import web_handlers as handlers
 from .web_handlers import MENUS, PlayView, WatchView
 from .web_render import board_html, meters_html, watch_html
 
@@ -61,7 +62,9 @@ def _html(value: str = "", **kwargs) -> gr.HTML:
 
 
 def _section(title: str, note: str) -> None:
-    _html(f"<div class='ro-section-title' style='padding:8px 10px 0'>{title} <span class='ro-muted'>({note})</span></div>")
+    _html(
+        f"<div class='ro-section-title' style='padding:8px 10px 0'>{title} <span class='ro-muted'>({note})</span></div>"
+    )
 
 
 def _menu(tool: str, arg: str, label: str, elem_id: str, **kwargs) -> gr.Dropdown:
@@ -74,17 +77,37 @@ def _setup(presets: dict) -> SimpleNamespace:
     first = next(iter(presets.values()), {"scenario": dict(catalog.DEFAULT_SCENARIO)})["scenario"]
     with gr.Column(elem_classes="oe-card"):
         with gr.Row(equal_height=True):
-            preset = gr.Dropdown(names, value=names[0], label="Scenario preset", elem_id="preset-dd", scale=3,
-                                 min_width=260)
-            seed = gr.Number(value=first["seed"], precision=0, minimum=0, label="Seed", elem_id="seed-num", scale=1,
-                             min_width=90)
-            difficulty = gr.Dropdown(list(catalog.DIFFICULTIES), value=first["difficulty"], label="Difficulty",
-                                     elem_id="difficulty-dd", scale=1, min_width=130)
+            preset = gr.Dropdown(
+                names, value=names[0], label="Scenario preset", elem_id="preset-dd", scale=3, min_width=260
+            )
+            seed = gr.Number(
+                value=first["seed"], precision=0, minimum=0, label="Seed", elem_id="seed-num", scale=1, min_width=90
+            )
+            difficulty = gr.Dropdown(
+                list(catalog.DIFFICULTIES),
+                value=first["difficulty"],
+                label="Difficulty",
+                elem_id="difficulty-dd",
+                scale=1,
+                min_width=130,
+            )
         with gr.Row(equal_height=True):
-            family = gr.Dropdown(list(catalog.ALL_FAMILIES), value=first["family"], label="Family",
-                                 elem_id="family-dd", scale=1, min_width=300)
-            mix = gr.Dropdown(list(catalog.ALL_MIXES), value=first["archetype_mix"], label="Archetype mix",
-                              elem_id="mix-dd", scale=1, min_width=300)
+            family = gr.Dropdown(
+                list(catalog.ALL_FAMILIES),
+                value=first["family"],
+                label="Family",
+                elem_id="family-dd",
+                scale=1,
+                min_width=300,
+            )
+            mix = gr.Dropdown(
+                list(catalog.ALL_MIXES),
+                value=first["archetype_mix"],
+                label="Archetype mix",
+                elem_id="mix-dd",
+                scale=1,
+                min_width=300,
+            )
     return SimpleNamespace(preset=preset, fields=[family, seed, difficulty, mix])
 
 
@@ -95,19 +118,23 @@ def _controls() -> SimpleNamespace:
         _section("Resolve", "free")
         c.proposal = gr.Dropdown([], label="Proposal", elem_id="proposal-dd", interactive=True)
         with gr.Row(equal_height=True):
-            c.rule = _menu("block_proposal", "rule_id", "Rule (for block)", "rule-dd", scale=3, min_width=220,
-                           interactive=True)
-            c.approve = gr.Button("Approve", elem_id="approve-btn", variant="primary", interactive=False, scale=1,
-                                  min_width=90)
+            c.rule = _menu(
+                "block_proposal", "rule_id", "Rule (for block)", "rule-dd", scale=3, min_width=220, interactive=True
+            )
+            c.approve = gr.Button(
+                "Approve", elem_id="approve-btn", variant="primary", interactive=False, scale=1, min_width=90
+            )
             c.block = gr.Button("Block", elem_id="block-btn", variant="stop", interactive=False, scale=1, min_width=90)
     with gr.Group():
         _section("Evidence", "1 budget unit + 1 evidence action each")
         for kind in catalog.ARTIFACT_KINDS:  # ids by the result key: pr-dd, run-dd, ticket-dd
             with gr.Row(equal_height=True):
-                c.refs[kind.kind] = gr.Dropdown([], label=kind.label, elem_id=f"{kind.result_key}-dd", scale=2,
-                                                min_width=150, interactive=True)
-                c.inspect[kind.kind] = gr.Button(kind.action, elem_id=f"inspect-{kind.result_key}-btn", scale=1,
-                                                 min_width=130, interactive=False)
+                c.refs[kind.kind] = gr.Dropdown(
+                    [], label=kind.label, elem_id=f"{kind.result_key}-dd", scale=2, min_width=150, interactive=True
+                )
+                c.inspect[kind.kind] = gr.Button(
+                    kind.action, elem_id=f"inspect-{kind.result_key}-btn", scale=1, min_width=130, interactive=False
+                )
         with gr.Row(equal_height=True):
             c.worker = _menu("ask_worker", "worker_id", "Worker", "worker-dd", scale=4, min_width=120)
             c.question = _menu("ask_worker", "question_type", "Question", "question-dd", scale=5, min_width=140)
@@ -136,30 +163,63 @@ def _play_tab() -> SimpleNamespace:
     metrics = _html(elem_id="metrics")
     with gr.Accordion("Calls so far (Episode.audit)", open=True, elem_id="history-acc"):
         history = _html(elem_id="history")
-    return SimpleNamespace(start=start, setup_msg=setup_msg, meters=meters, board=board, c=c, boxes=boxes,
-                           outcome=outcome, metrics=metrics, history=history)
+    return SimpleNamespace(
+        start=start,
+        setup_msg=setup_msg,
+        meters=meters,
+        board=board,
+        c=c,
+        boxes=boxes,
+        outcome=outcome,
+        metrics=metrics,
+        history=history,
+    )
 
 
 def _play_updates(v: PlayView, n_buttons: int) -> list:
     """A view model as component updates, in the order of `_play_outputs`."""
     keep = gr.update()
-    refs = [keep] * len(catalog.ARTIFACT_KINDS) if v.refs is None else [
-        gr.update(choices=m.choices, value=m.value, label=m.label) for m in v.refs.values()]
+    refs = (
+        [keep] * len(catalog.ARTIFACT_KINDS)
+        if v.refs is None
+        else [gr.update(choices=m.choices, value=m.value, label=m.label) for m in v.refs.values()]
+    )
     return [
-        v.session, v.meters, v.board,
+        v.session,
+        v.meters,
+        v.board,
         keep if v.proposals is None else gr.update(choices=v.proposals, value=v.proposal),
         gr.update(value=v.rule) if v.rule else keep,
         *refs,
-        v.error, v.ret, v.result, v.outcome, v.metrics, v.history, v.setup,
+        v.error,
+        v.ret,
+        v.result,
+        v.outcome,
+        v.metrics,
+        v.history,
+        v.setup,
         *[gr.update(interactive=v.live)] * n_buttons,
     ]
 
 
 def _play_outputs(state, play: SimpleNamespace) -> list:
     c = play.c
-    return [state, play.meters, play.board, c.proposal, c.rule, *c.refs.values(), play.boxes["error"],
-            play.boxes["return"], play.boxes["result"], play.outcome, play.metrics, play.history, play.setup_msg,
-            *c.buttons]
+    return [
+        state,
+        play.meters,
+        play.board,
+        c.proposal,
+        c.rule,
+        *c.refs.values(),
+        play.boxes["error"],
+        play.boxes["return"],
+        play.boxes["result"],
+        play.outcome,
+        play.metrics,
+        play.history,
+        play.setup_msg,
+        *c.buttons,
+    ]
 
 
 def _wire_play(presets: dict, setup: SimpleNamespace, state, play: SimpleNamespace) -> None:
@@ -170,8 +230,7 @@ def _wire_play(presets: dict, setup: SimpleNamespace, state, play: SimpleNamespa
         """`call(*values)` -> (tool, args) for the handler."""
         button.click(lambda s, *values: _play_updates(handlers.act(s, *call(*values)), n), [state, *inputs], outputs)
 
-    play.start.click(lambda *f: _play_updates(handlers.start(presets, *f), n), [setup.preset, *setup.fields],
-                     outputs)
+    play.start.click(lambda *f: _play_updates(handlers.start(presets, *f), n), [setup.preset, *setup.fields], outputs)
     on(c.approve, [c.proposal], lambda pid: ("approve_proposal", {"proposal_id": pid}))
     on(c.block, [c.proposal, c.rule], lambda pid, rid: ("block_proposal", {"proposal_id": pid, "rule_id": rid}))
     for kind in catalog.ARTIFACT_KINDS:
@@ -201,8 +260,12 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
     with gr.Row(equal_height=True):
         run = gr.Button("Run the five policies", variant="primary", elem_id="watch-btn", scale=0, min_width=260)
         step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="watch-step", interactive=True, scale=3)
-    shown = gr.CheckboxGroup([(label, name) for name, (label, _) in handlers.WATCH_POLICIES.items()],
-                             value=list(handlers.WATCH_SHOWN), label="Transcripts side by side", elem_id="watch-show")
+    shown = gr.CheckboxGroup(
+        [(label, name) for name, (label, _) in handlers.WATCH_POLICIES.items()],
+        value=list(handlers.WATCH_SHOWN),
+        label="Transcripts side by side",
+        elem_id="watch-show",
+    )
     story = _html(elem_id="watch-story")
     view = _html(elem_id="watch-view")
     runs = gr.State(None)
@@ -226,8 +289,14 @@ def _results_tab() -> None:
     gr.Markdown(web_content.results_tables_markdown(), elem_id="results-table")
 
 
-def build_release_board(web_manager=None, action_fields=None, metadata=None, is_chat_env=False,
-                        title: str = "ReleaseOps Arena", quick_start_md: str = "") -> gr.Blocks:
+def build_release_board(
+    web_manager=None,
+    action_fields=None,
+    metadata=None,
+    is_chat_env=False,
+    title: str = "ReleaseOps Arena",
+    quick_start_md: str = "",
+) -> gr.Blocks:
     """OpenEnv `gradio_builder`: the Release board (Play, Watch, Results)."""
     del web_manager, action_fields, metadata, is_chat_env, quick_start_md  # see the module docstring
     presets = web_content.load_presets()

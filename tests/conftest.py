@@ -1,8 +1,8 @@
 """Shared fixtures (one live server for the whole session) and the test tiers.
 
-Every test belongs to one tier, the folder it sits in (tests/<tier>/): `engine` (the pure library, in-process), `server` (a live
-uvicorn process), `browser` (Chromium), `container` (the real Dockerfile),
-`train` (torch and TRL). `make test-fast` runs `engine`; `make test` runs all.
+Every test belongs to one tier, the folder it sits in (tests/<tier>/): `engine`
+(the pure library, in-process), `server` (a live uvicorn process), `browser`
+(Chromium), `container` (the real Dockerfile), `train` (torch and TRL). `make test-fast` runs `engine`; `make test` runs all.
 A tier whose tests skipped is named at the end with the command that enables it.
 """
 
@@ -40,5 +40,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tiers = sorted({tier_of(str(r.fspath)) or "?" for r in skipped})
     for tier in tiers:
         count = sum(tier_of(str(r.fspath)) == tier for r in skipped)
-        terminalreporter.write_line(f"SKIPPED TIER {tier}: {count} tests did not run; to run them: "
-                                    f"{ENABLE.get(tier, 'see the skip reasons above')}")
+        terminalreporter.write_line(
+            f"SKIPPED TIER {tier}: {count} tests did not run; to run them: "
+            f"{ENABLE.get(tier, 'see the skip reasons above')}"
+        )

@@ -35,8 +35,16 @@ import pytest
 # One launcher for the tests and the benchmarks; the names the test modules import stay here.
 from tools.bench.launch import HEALTH_TIMEOUT_S, free_port, http_get, uvicorn_process, wait_for_health
 
-__all__ = ["REPO_ROOT", "HEALTH_TIMEOUT_S", "free_port", "http_get", "wait_for_health", "run_live_server",
-           "make_live_server_fixture", "live_server"]
+__all__ = [
+    "REPO_ROOT",
+    "HEALTH_TIMEOUT_S",
+    "free_port",
+    "http_get",
+    "wait_for_health",
+    "run_live_server",
+    "make_live_server_fixture",
+    "live_server",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,13 +64,16 @@ def run_live_server(
     variable), e.g. {"MAX_CONCURRENT_ENVS": "2", "ENABLE_WEB_INTERFACE": "true"}.
     With `log_path`, the server's output is kept in that file (for tests that read it).
     """
-    with uvicorn_process("server.app:app", env=env, host=host, port=port, timeout=timeout,
-                         log_path=log_path) as (base_url, _pid):
+    with uvicorn_process("server.app:app", env=env, host=host, port=port, timeout=timeout, log_path=log_path) as (
+        base_url,
+        _pid,
+    ):
         yield base_url
 
 
-def make_live_server_fixture(name: str = "live_server", *, scope: str = "session",
-                             env: Optional[Mapping[str, Optional[str]]] = None):
+def make_live_server_fixture(
+    name: str = "live_server", *, scope: str = "session", env: Optional[Mapping[str, Optional[str]]] = None
+):
     """A pytest fixture (named `name`) yielding the base URL of a live server."""
 
     @pytest.fixture(scope=scope, name=name)

@@ -43,8 +43,14 @@ async def remote_replay(ws, local: dict) -> dict:
         texts.append(data["observation"]["text"])
         rewards.append(data["reward"])
         last = data
-    return {"observation": obs["text"], "opening": reset["data"]["reward"], "texts": texts, "rewards": rewards,
-            "last": last, "messages": messages}
+    return {
+        "observation": obs["text"],
+        "opening": reset["data"]["reward"],
+        "texts": texts,
+        "rewards": rewards,
+        "last": last,
+        "messages": messages,
+    }
 
 
 def open_socket(base: str, **kwargs):

@@ -41,9 +41,9 @@ from openenv.core.harness.collect import EpisodeRecord, RolloutSerializer
 from tqdm import tqdm
 
 from releaseops_arena import rewards
-from releaseops_arena.policies import play
 from releaseops_arena.brief import PROMPT_VERSION, with_board
 from releaseops_arena.catalog import BENCHMARK_VERSION
+from releaseops_arena.policies import play
 from releaseops_arena.splits import SPLITS, task_scenario
 
 from .evaluate import make_policy
@@ -73,8 +73,15 @@ def conversation(run: dict) -> list[dict]:
     closed by `CLOSING_TURN`."""
     messages = with_board(run["observation"])
     for step in run["steps"]:
-        messages.append({"role": "assistant", "content": "", "tool_calls": [
-            {"type": "function", "function": {"name": step["tool"], "arguments": step["arguments"]}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"type": "function", "function": {"name": step["tool"], "arguments": step["arguments"]}}
+                ],
+            }
+        )
         content = step["result"] if "result" in step else str({"error": step["error"]})
         messages.append({"role": "tool", "name": step["tool"], "content": content})
     messages.append(dict(CLOSING_TURN))
@@ -83,9 +90,14 @@ def conversation(run: dict) -> list[dict]:
 
 def reward_breakdown(metrics: dict) -> dict[str, float]:
     """The verified return by part of the reward table (the server's rubric tree); the parts sum to it."""
-    return rewards.breakdown({"outcome": metrics["outcome"], "budget_used": metrics["budget_used"],
-                              "invalid_actions": metrics["invalid_actions"],
-                              "discoveries_paid": metrics["discoveries"]})  # all paid once the episode is over
+    return rewards.breakdown(
+        {
+            "outcome": metrics["outcome"],
+            "budget_used": metrics["budget_used"],
+            "invalid_actions": metrics["invalid_actions"],
+            "discoveries_paid": metrics["discoveries"],
+        }
+    )  # all paid once the episode is over
 
 
 def episode_id(policy: str, split: str, difficulty: str | None, index: int) -> str:
@@ -99,36 +111,59 @@ def versions() -> dict[str, str]:
 
 def to_record(run: dict, eid: str, split: str, index: int) -> ToolEpisodeRecord:
     metrics = run["metrics"]
-    trace = [{"tool_name": s["tool"], "arguments": dict(s["arguments"]),
-              "result": {"data": s.get("result"), "done": False, "metadata": {}, "error": s.get("error")}}
-             for s in run["steps"]]
+    trace = [
+        {
+            "tool_name": s["tool"],
+            "arguments": dict(s["arguments"]),
+            "result": {"data": s.get("result"), "done": False, "metadata": {}, "error": s.get("error")},
+        }
+        for s in run["steps"]
+    ]
     if trace and metrics.get("terminal_reason") != "abandoned":  # else the policy stopped after its last call
         trace[-1]["result"]["done"] = True
     breakdown = reward_breakdown(metrics)
     assert abs(sum(breakdown.values()) - run["return"]) < 1e-6, (breakdown, run["return"])
     return ToolEpisodeRecord(
-        episode_id=eid, messages=conversation(run), reward=run["return"], done=True, tool_trace=trace,
-        metrics=metrics, verify_metrics={"reward_breakdown": breakdown}, artifacts={},
+        episode_id=eid,
+        messages=conversation(run),
+        reward=run["return"],
+        done=True,
+        tool_trace=trace,
+        metrics=metrics,
+        verify_metrics={"reward_breakdown": breakdown},
+        artifacts={},
         task={"split": split, "index": index, **run["scenario"], **versions()},
-        extra={"policy": run["policy"]})
+        extra={"policy": run["policy"]},
+    )
 
 
-def collect(policy: str, split: str, n: int, out: Path, difficulty: str | None = None,
-            progress: bool = True) -> dict:
+def collect(policy: str, split: str, n: int, out: Path, difficulty: str | None = None, progress: bool = True) -> dict:
     """Play `n` scenarios of `split` with `policy` into `out`; returns counts. Resumes a partial run.
     Writes the dataset card too (`dataset_card`)."""
     serializer = RolloutSerializer(out)
     check_version(serializer)
     done = serializer.collected_episode_ids()
-    todo = [(i, task_scenario(split, i, difficulty)) for i in range(n)
-            if episode_id(policy, split, difficulty, i) not in done]
+    todo = [
+        (i, task_scenario(split, i, difficulty))
+        for i in range(n)
+        if episode_id(policy, split, difficulty, i) not in done
+    ]
     for i, scenario in tqdm(todo, desc=f"collect {policy}", disable=not progress):
         run = play(make_policy(policy), scenario, rng_seed=i * 7919)
         serializer.write_episode(to_record(run, episode_id(policy, split, difficulty, i), split, i))
     total = len(serializer.collected_episode_ids())
-    serializer.write_metadata({"policy": policy, "split": split, "difficulty": difficulty or "all", "n": n,
-                               "episodes": total, "format": "openenv.core.harness.collect.EpisodeRecord",
-                               **versions(), "tools": trl_tool_names()})
+    serializer.write_metadata(
+        {
+            "policy": policy,
+            "split": split,
+            "difficulty": difficulty or "all",
+            "n": n,
+            "episodes": total,
+            "format": "openenv.core.harness.collect.EpisodeRecord",
+            **versions(),
+            "tools": trl_tool_names(),
+        }
+    )
     hub_folder(out)
     return {"collected": len(todo), "skipped": n - len(todo), "episodes": total}
 
@@ -150,8 +185,10 @@ def check_version(serializer: RolloutSerializer) -> None:
     for key, current in versions().items():
         if stored.get(key) != current:
             what = key.replace("_", " ")
-            raise ValueError(f"{serializer.output_dir} holds episodes of {what} {stored.get(key) or 'unversioned'}, "
-                             f"not {current}: collect into a new directory (versions are never mixed)")
+            raise ValueError(
+                f"{serializer.output_dir} holds episodes of {what} {stored.get(key) or 'unversioned'}, "
+                f"not {current}: collect into a new directory (versions are never mixed)"
+            )
 
 
 def load_conversations(out: Path, only_safe: bool = True) -> list[list[dict]]:
@@ -159,8 +196,7 @@ def load_conversations(out: Path, only_safe: bool = True) -> list[list[dict]]:
     from datasets import load_dataset
 
     rows = load_dataset("json", data_files=str(Path(out) / "results.jsonl"), split="train")
-    return [_clean(row["messages"]) for row in rows
-            if not only_safe or row["metrics"]["outcome"] == "safe_ship"]
+    return [_clean(row["messages"]) for row in rows if not only_safe or row["metrics"]["outcome"] == "safe_ship"]
 
 
 def _clean(messages: list[dict]) -> list[dict]:
@@ -189,18 +225,25 @@ def dataset_card(out: Path, repo_id: str | None = None) -> str:
 
     meta = json.loads((Path(out) / "metadata.json").read_text()) if (Path(out) / "metadata.json").exists() else {}
     front = DatasetCardData(
-        license=DATASET_LICENSE, language=["en"], pretty_name="ReleaseOps Arena episodes"
+        license=DATASET_LICENSE,
+        language=["en"],
+        pretty_name="ReleaseOps Arena episodes"
         + (f" ({meta['policy']}, {meta['split']}, {meta['difficulty']})" if "policy" in meta else ""),
-        task_categories=["text-generation"], tags=DATASET_TAGS,
+        task_categories=["text-generation"],
+        tags=DATASET_TAGS,
         configs=[{"config_name": "default", "data_files": [{"split": "train", "path": "results.jsonl"}]}],
-        **versions())
+        **versions(),
+    )
     openenv_card = build_dataset_readme(Path(out))
     body = openenv_card.split("---\n", 2)[2].strip()  # OpenEnv's front matter is replaced by ours
     body = body.replace("(`openenv collect`)", "(its rollout format, written by `python -m training.collect`)")
     if repo_id:
         body = body.replace("<user>/<repo>", repo_id)
-    tools = "\n".join(f"| `{s['function']['name']}` | {', '.join(s['function']['parameters']['properties'])} | "
-                      f"{s['function']['description']} |" for s in tools_column())
+    tools = "\n".join(
+        f"| `{s['function']['name']}` | {', '.join(s['function']['parameters']['properties'])} | "
+        f"{s['function']['description']} |"
+        for s in tools_column()
+    )
     # Once pushed, by its repo id; locally by its data file (`datasets` caches a folder loaded by path by
     # its name, not its contents, so a folder collected again would load stale rows).
     source = f'"{repo_id}"' if repo_id else f'"json", data_files="{Path(out) / "results.jsonl"}"'
@@ -214,7 +257,7 @@ Episodes of ReleaseOps Arena (an OpenEnv environment) played by the engine: benc
 - `messages`: the conversation exactly as TRL's GRPO tool loop shows it to a model (the brief, the
   board appended to the user turn, one assistant `tool_calls` turn per call, one `tool` turn per result,
   errors as `{{'error': ...}}`), closed by the assistant turn without a call that ends the loop
-  (`{CLOSING_TURN['content']}`).
+  (`{CLOSING_TURN["content"]}`).
 - `tools`: the JSON schemas of the seven tools, in the order TRL derives them from `ReleaseOpsToolEnv`.
 
 | tool | arguments | description |
@@ -270,8 +313,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--push-to-hub", metavar="REPO", default=None,
-                        help="then upload DIR as the Hugging Face dataset REPO (user/name)")
+    parser.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        default=None,
+        help="then upload DIR as the Hugging Face dataset REPO (user/name)",
+    )
     parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
     args = parser.parse_args(argv)
     result = collect(args.policy, args.split, args.n, args.out, args.difficulty)

@@ -21,16 +21,16 @@ import os
 import statistics
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
 from tqdm import tqdm
 
-from releaseops_arena.policies import POLICIES, Policy, play
 from releaseops_arena.brief import PROMPT_VERSION
 from releaseops_arena.catalog import BENCHMARK_VERSION
+from releaseops_arena.policies import POLICIES, Policy, play
 from releaseops_arena.splits import SPLITS, task_scenario
 
 Z95 = 1.959963984540054
@@ -64,8 +64,12 @@ _LOADED: dict = {}
 
 # Where `openai:<model>` policies send their requests (`--base-url`); the API key is read from the
 # environment (OPENAI_API_KEY) by the policy itself, never passed here.
-OPENAI_ENDPOINT: dict = {"base_url": os.environ.get("OPENAI_BASE_URL"), "timeout": 120.0, "max_retries": 3,
-                         "backoff": 0.5}
+OPENAI_ENDPOINT: dict = {
+    "base_url": os.environ.get("OPENAI_BASE_URL"),
+    "timeout": 120.0,
+    "max_retries": 3,
+    "backoff": 0.5,
+}
 
 
 def make_policy(name: str) -> Policy:
@@ -75,7 +79,7 @@ def make_policy(name: str) -> Policy:
         return _LOADED[name]
     prefix = next((p for p in POLICY_LOADERS if name.startswith(p)), None)
     if prefix is not None:
-        _LOADED[name] = POLICY_LOADERS[prefix](name[len(prefix):])
+        _LOADED[name] = POLICY_LOADERS[prefix](name[len(prefix) :])
         return _LOADED[name]
     if name.startswith("openai:"):
         # One policy (conversation state, HTTP client, event loop) per thread: episodes run concurrently.
@@ -84,18 +88,22 @@ def make_policy(name: str) -> Policy:
         if key not in _LOADED:
             from .openai_policy import OpenAIPolicy
 
-            _LOADED[key] = OpenAIPolicy(name[len("openai:"):], **OPENAI_ENDPOINT)
+            _LOADED[key] = OpenAIPolicy(name[len("openai:") :], **OPENAI_ENDPOINT)
         return _LOADED[key]
     if name.startswith("hf:"):
         try:
             from .llm_policy import LLMPolicy  # imported lazily: needs torch/transformers
         except ImportError as exc:
-            raise ValueError(f"LLM checkpoint policies need the train extra and training/llm_policy.py: {exc}") from None
+            raise ValueError(
+                f"LLM checkpoint policies need the train extra and training/llm_policy.py: {exc}"
+            ) from None
         _LOADED[name] = LLMPolicy(name[3:])
         return _LOADED[name]
     loaders = "".join(f", {prefix}<...>" for prefix in POLICY_LOADERS)
-    raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint path>"
-                     f"{loaders} or openai:<model> (with --base-url)")
+    raise ValueError(
+        f"unknown policy {name!r}; valid: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint path>"
+        f"{loaders} or openai:<model> (with --base-url)"
+    )
 
 
 def wilson(successes: int, n: int) -> list[float]:
@@ -142,11 +150,12 @@ def summarize(episodes: list[dict]) -> dict:
         "truncated": rate(sum(bool(e.get("truncated")) for e in episodes), n),
         "p1_catch": rate(sum(e["p1_caught"] for e in p1), len(p1)),
         "false_block": rate(sum(e["false_blocks"] for e in episodes), blocks),
-        "budget_used": {"rate": round(budget_used / budget_total, 4) if budget_total else None,
-                        "mean_units": round(budget_used / n, 4) if n else None},
+        "budget_used": {
+            "rate": round(budget_used / budget_total, 4) if budget_total else None,
+            "mean_units": round(budget_used / n, 4) if n else None,
+        },
         "invalid_action": rate(sum(e["invalid_actions"] for e in episodes), calls),
-        "mean_return": {"mean": round(statistics.fmean(returns), 4) if returns else None,
-                        "ci95": mean_ci(returns)},
+        "mean_return": {"mean": round(statistics.fmean(returns), 4) if returns else None, "ci95": mean_ci(returns)},
     }
 
 
@@ -160,8 +169,9 @@ def _play_one(job: tuple[str, dict, int]) -> dict:
     return out
 
 
-def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers: int = 1,
-                 progress: bool = True) -> list[list[dict]]:
+def run_episodes(
+    name: str, scenario_list: list[dict], repeats: int = 1, workers: int = 1, progress: bool = True
+) -> list[list[dict]]:
     """Play `repeats` episodes per scenario; returns [scenario][repeat] metrics."""
     jobs = [(name, s, i * 7919 + r) for i, s in enumerate(scenario_list) for r in range(repeats)]
     bar = tqdm(total=len(jobs), desc=name, disable=not progress, leave=False)
@@ -188,11 +198,20 @@ def run_episodes(name: str, scenario_list: list[dict], repeats: int = 1, workers
             results.append(_play_one(job))
             bar.update()
     bar.close()
-    return [results[i * repeats:(i + 1) * repeats] for i in range(len(scenario_list))]
+    return [results[i * repeats : (i + 1) * repeats] for i in range(len(scenario_list))]
 
 
-def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: int = 1, workers: int = 1,
-             baseline: dict | None = None, progress: bool = True, base_url: str | None = None) -> dict:
+def evaluate(
+    policy: str,
+    split: str,
+    n: int,
+    difficulty: str | None = None,
+    k: int = 1,
+    workers: int = 1,
+    baseline: dict | None = None,
+    progress: bool = True,
+    base_url: str | None = None,
+) -> dict:
     """Evaluate one policy; `baseline` (a result of this function) enables the paired win rate.
 
     `base_url` is the endpoint of `openai:<model>` policies (default: OPENAI_ENDPOINT, from --base-url).
@@ -208,11 +227,18 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
         workers = 1  # one model in one process; generation already uses the cores
     grid = run_episodes(policy, scenario_list, repeats, workers, progress)
     first = [runs[0] for runs in grid]
-    result = {"policy": policy, "split": split, "n": n, "difficulty": difficulty or "all",
-              "benchmark_version": BENCHMARK_VERSION,  # results of different versions are never mixed
-              # The brief a language-model policy (hf:, openai:) plays from: its numbers hold for that wording.
-              "prompt_version": PROMPT_VERSION,
-              "metrics": summarize(first), "by_family": {}, "by_difficulty": {}}
+    result = {
+        "policy": policy,
+        "split": split,
+        "n": n,
+        "difficulty": difficulty or "all",
+        "benchmark_version": BENCHMARK_VERSION,  # results of different versions are never mixed
+        # The brief a language-model policy (hf:, openai:) plays from: its numbers hold for that wording.
+        "prompt_version": PROMPT_VERSION,
+        "metrics": summarize(first),
+        "by_family": {},
+        "by_difficulty": {},
+    }
     for key, out in (("family", "by_family"), ("difficulty", "by_difficulty")):
         groups: dict[str, list[dict]] = defaultdict(list)
         for e in first:
@@ -221,8 +247,22 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
     if repeats > 1:
         passed = sum(all(r["safe_ship"] for r in runs) for runs in grid)
         result["pass_k"] = {"k": repeats, **rate(passed, len(grid))}
-    result["episodes"] = [{k2: e[k2] for k2 in ("family", "seed", "difficulty", "archetype_mix", "outcome",
-                                                "episode_return", "budget_used", "false_blocks")} for e in first]
+    result["episodes"] = [
+        {
+            k2: e[k2]
+            for k2 in (
+                "family",
+                "seed",
+                "difficulty",
+                "archetype_mix",
+                "outcome",
+                "episode_return",
+                "budget_used",
+                "false_blocks",
+            )
+        }
+        for e in first
+    ]
     if any("usage" in e for e in first):
         for row, e in zip(result["episodes"], first):
             row["usage"] = e.get("usage")
@@ -234,8 +274,10 @@ def evaluate(policy: str, split: str, n: int, difficulty: str | None = None, k: 
 
 def usage_summary(usages: list[dict]) -> dict:
     """Requests and tokens over the episodes; token counts are None when the endpoint reported none."""
-    out: dict = {"requests": sum(u.get("requests", 0) for u in usages),
-                 "endpoint_errors": sum(u.get("endpoint_errors", 0) for u in usages)}
+    out: dict = {
+        "requests": sum(u.get("requests", 0) for u in usages),
+        "endpoint_errors": sum(u.get("endpoint_errors", 0) for u in usages),
+    }
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         values = [u[key] for u in usages if u.get(key) is not None]
         out[key] = sum(values) if values else None
@@ -248,9 +290,11 @@ def check_same_version(result: dict, baseline: dict) -> None:
     or of one from before versions were stamped): their numbers are not comparable."""
     mine, theirs = (r.get("benchmark_version") or "unversioned" for r in (result, baseline))
     if mine != theirs:
-        raise ValueError(f"cannot compare {result.get('policy')!r} (benchmark version {mine}) with the baseline "
-                         f"{baseline.get('policy')!r} (benchmark version {theirs}): results of different benchmark "
-                         "versions are never mixed; re-run the baseline on this version")
+        raise ValueError(
+            f"cannot compare {result.get('policy')!r} (benchmark version {mine}) with the baseline "
+            f"{baseline.get('policy')!r} (benchmark version {theirs}): results of different benchmark "
+            "versions are never mixed; re-run the baseline on this version"
+        )
 
 
 def add_rule_win(result: dict, baseline: dict) -> None:
@@ -260,8 +304,12 @@ def add_rule_win(result: dict, baseline: dict) -> None:
     assert all(a["seed"] == b["seed"] for a, b in pairs), "win rate needs the same scenarios"
     wins = sum(a["episode_return"] > b["episode_return"] for a, b in pairs)
     ties = sum(a["episode_return"] == b["episode_return"] for a, b in pairs)
-    result["metrics"]["rule_win"] = {**rate(wins, len(pairs)), "wins": wins, "ties": ties,
-                                     "losses": len(pairs) - wins - ties}
+    result["metrics"]["rule_win"] = {
+        **rate(wins, len(pairs)),
+        "wins": wins,
+        "ties": ties,
+        "losses": len(pairs) - wins - ties,
+    }
 
 
 def fmt(metric: dict) -> str:
@@ -273,8 +321,10 @@ def fmt(metric: dict) -> str:
 
 def markdown(results: list[dict]) -> str:
     """One row per policy: rates in percent with 95% intervals."""
-    head = ("| policy | safe ship % | unsafe ship % | missed deadline % | truncated % | P1 catch % | false block % | "
-            "budget used % | invalid % | rule win % | mean return |")
+    head = (
+        "| policy | safe ship % | unsafe ship % | missed deadline % | truncated % | P1 catch % | false block % | "
+        "budget used % | invalid % | rule win % | mean return |"
+    )
     lines = [head, "|" + "---|" * 11]
     for r in results:
         m = r["metrics"]
@@ -284,54 +334,86 @@ def markdown(results: list[dict]) -> str:
             f"{fmt(m['truncated']) if 'truncated' in m else '-'} | "
             f"{fmt(m['p1_catch'])} | {fmt(m['false_block'])} | {100 * (m['budget_used']['rate'] or 0):.0f} | "
             f"{fmt(m['invalid_action'])} | {fmt(m['rule_win']) if 'rule_win' in m else '-'} | "
-            f"{ret['mean']:.3f} [{ret['ci95'][0]:.3f}, {ret['ci95'][1]:.3f}] |")
+            f"{ret['mean']:.3f} [{ret['ci95'][0]:.3f}, {ret['ci95'][1]:.3f}] |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--policy", default="rule,oracle,naive",
-                        help=f"comma-separated: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint>, or openai:<model> "
-                             "(an OpenAI-compatible endpoint, see --base-url)")
-    parser.add_argument("--base-url", default=None,
-                        help="endpoint of openai:<model> policies, e.g. http://127.0.0.1:8000/v1 (default: "
-                             "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1); the API key is read from "
-                             "$OPENAI_API_KEY (\"EMPTY\" when unset)")
+    parser.add_argument(
+        "--policy",
+        default="rule,oracle,naive",
+        help=f"comma-separated: {', '.join(POLICY_FACTORIES)}, hf:<checkpoint>, or openai:<model> "
+        "(an OpenAI-compatible endpoint, see --base-url)",
+    )
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        help="endpoint of openai:<model> policies, e.g. http://127.0.0.1:8000/v1 (default: "
+        "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1); the API key is read from "
+        '$OPENAI_API_KEY ("EMPTY" when unset)',
+    )
     parser.add_argument("--split", default="heldout_seeds", choices=list(SPLITS))
     parser.add_argument("-n", type=int, default=200, help="scenarios per policy")
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
     parser.add_argument("-k", type=int, default=4, help="repeats per scenario for stochastic policies (pass^k)")
     parser.add_argument("--request-timeout", type=float, default=120.0, help="openai: seconds per request")
-    parser.add_argument("--max-new-tokens", type=int, default=256,
-                        help="openai: tokens per model turn (a reasoning model needs more, or --chat-template-kwargs)")
-    parser.add_argument("--chat-template-kwargs", type=json.loads, default=None, metavar="JSON",
-                        help='openai: sent with every request, e.g. \'{"enable_thinking": false}\' for Qwen3 on vLLM')
-    parser.add_argument("--max-retries", type=int, default=3,
-                        help="openai: retries (exponential backoff) on 429, 5xx, timeouts and dropped connections")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=256,
+        help="openai: tokens per model turn (a reasoning model needs more, or --chat-template-kwargs)",
+    )
+    parser.add_argument(
+        "--chat-template-kwargs",
+        type=json.loads,
+        default=None,
+        metavar="JSON",
+        help="openai: sent with every request, e.g. '{\"enable_thinking\": false}' for Qwen3 on vLLM",
+    )
+    parser.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,
+        help="openai: retries (exponential backoff) on 429, 5xx, timeouts and dropped connections",
+    )
     parser.add_argument("--workers", type=int, default=max(1, (mp.cpu_count() or 1)))
     parser.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
     args = parser.parse_args(argv)
     names = [p.strip() for p in args.policy.split(",") if p.strip()]
     if args.base_url:
         OPENAI_ENDPOINT["base_url"] = args.base_url
-    OPENAI_ENDPOINT.update(timeout=args.request_timeout, max_retries=args.max_retries, max_new_tokens=args.max_new_tokens,
-                           chat_template_kwargs=args.chat_template_kwargs)
+    OPENAI_ENDPOINT.update(
+        timeout=args.request_timeout,
+        max_retries=args.max_retries,
+        max_new_tokens=args.max_new_tokens,
+        chat_template_kwargs=args.chat_template_kwargs,
+    )
     rule = evaluate("rule", args.split, args.n, args.difficulty, workers=args.workers)
     add_rule_win(rule, rule)
-    results = [rule if name == "rule" else
-               evaluate(name, args.split, args.n, args.difficulty, args.k, args.workers, baseline=rule)
-               for name in names]
+    results = [
+        rule
+        if name == "rule"
+        else evaluate(name, args.split, args.n, args.difficulty, args.k, args.workers, baseline=rule)
+        for name in names
+    ]
     print(markdown(results))
     for r in results:
         if "usage" in r["metrics"]:
             u = r["metrics"]["usage"]
-            print(f"{r['policy']}: {u['requests']} requests, prompt tokens {u['prompt_tokens']}, "
-                  f"completion tokens {u['completion_tokens']} (endpoint-reported), "
-                  f"{u['endpoint_errors']} turns ended by a 5xx after retries")
+            print(
+                f"{r['policy']}: {u['requests']} requests, prompt tokens {u['prompt_tokens']}, "
+                f"completion tokens {u['completion_tokens']} (endpoint-reported), "
+                f"{u['endpoint_errors']} turns ended by a 5xx after retries"
+            )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION,
-                                               "results": results}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {"benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION, "results": results}, indent=1
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 
+from releaseops_arena.brief import with_board
 from releaseops_arena.policies import Policy
 
-from releaseops_arena.brief import with_board
 from .tool_calls import tool_functions
 
 
@@ -46,8 +46,9 @@ class LLMPolicy(Policy):
         self.messages.append({"role": "tool", "name": self.last_tool, "content": text})
 
     def _generate(self) -> dict:
-        prompt = self.tokenizer.apply_chat_template(self.messages, tools=self.tools, chat_template=self.template,
-                                                    add_generation_prompt=True, tokenize=False)
+        prompt = self.tokenizer.apply_chat_template(
+            self.messages, tools=self.tools, chat_template=self.template, add_generation_prompt=True, tokenize=False
+        )
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         text = self.tokenizer.decode(self._decode(ids), skip_special_tokens=False)
         try:
@@ -81,8 +82,12 @@ class LLMPolicy(Policy):
         with torch.no_grad():
             while len(out) < self.max_new_tokens:
                 draft = [] if self.stochastic else self._draft(ids + out, self.max_new_tokens - len(out) - 1)
-                logits = self.model(input_ids=torch.tensor([step + draft]), past_key_values=self._cache,
-                                    use_cache=True, logits_to_keep=len(draft) + 1).logits[0]
+                logits = self.model(
+                    input_ids=torch.tensor([step + draft]),
+                    past_key_values=self._cache,
+                    use_cache=True,
+                    logits_to_keep=len(draft) + 1,
+                ).logits[0]
                 self._cached += step + draft
                 if self.temperature > 0:
                     tokens = [int(torch.multinomial(torch.softmax(logits[-1].float() / self.temperature, -1), 1))]
@@ -91,7 +96,7 @@ class LLMPolicy(Policy):
                 # Keep the model's tokens up to its first disagreement with the draft (its own token there
                 # included): each was predicted from a prefix that is all the model's own.
                 agreed = next((j for j, d in enumerate(draft) if tokens[j] != d), len(draft))
-                tokens = tokens[:agreed + 1]
+                tokens = tokens[: agreed + 1]
                 if len(draft) > agreed:
                     self._drop(len(draft) - agreed)  # the rejected draft's keys and values
                 for token in tokens:
@@ -114,8 +119,8 @@ class LLMPolicy(Policy):
             return []
         tail = seq[-span:]
         for start in range(len(seq) - span - 1, -1, -1):
-            if seq[start:start + span] == tail:
-                return seq[start + span:start + span + n]
+            if seq[start : start + span] == tail:
+                return seq[start + span : start + span + n]
         return []
 
     def act(self, view):

@@ -37,8 +37,14 @@ def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
     out = []
     for i in range(n):
         level = task_scenario(split, i, difficulty)["difficulty"]
-        row = {"prompt": prompt_messages(), "split": split, "index": i, "difficulty": level,
-               "benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION}
+        row = {
+            "prompt": prompt_messages(),
+            "split": split,
+            "index": i,
+            "difficulty": level,
+            "benchmark_version": BENCHMARK_VERSION,
+            "prompt_version": PROMPT_VERSION,
+        }
         if secret:
             row["token"] = task_token(secret, split, i, level)
         out.append(row)

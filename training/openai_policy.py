@@ -29,9 +29,8 @@ from typing import Any
 
 from openenv.core.llm_client import LLMResponse, OpenAIClient, ToolCall, _mcp_tools_to_openai
 
-from releaseops_arena.policies import Policy
-
 from releaseops_arena.brief import with_board
+from releaseops_arena.policies import Policy
 
 from .tool_calls import tools_column
 
@@ -82,8 +81,15 @@ class ToolCallingClient(OpenAIClient):
     kept (as `{"raw": text}`) rather than raising, so the env can penalise it.
     """
 
-    def __init__(self, *args: Any, timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5,
-                 max_backoff: float = 30.0, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         # The SDK's own retries are off: one retry policy, here, that the tests can see.
         self._client = self._client.with_options(timeout=timeout, max_retries=0)
@@ -97,8 +103,10 @@ class ToolCallingClient(OpenAIClient):
             after = float(headers.get("retry-after", ""))
         except ValueError:
             after = None
-        base = min(self.max_backoff, self.backoff * 2 ** attempt)
-        return min(self.max_backoff, after) if after is not None and after >= 0 else base * (0.5 + self._jitter.random())
+        base = min(self.max_backoff, self.backoff * 2**attempt)
+        return (
+            min(self.max_backoff, after) if after is not None and after >= 0 else base * (0.5 + self._jitter.random())
+        )
 
     async def _create(self, **create_kwargs: Any):
         import openai
@@ -114,8 +122,9 @@ class ToolCallingClient(OpenAIClient):
                 await asyncio.sleep(self._delay(attempt, exc))
         raise AssertionError("unreachable")
 
-    async def complete_with_tools(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                                  **kwargs: Any) -> LLMResponse:
+    async def complete_with_tools(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
+    ) -> LLMResponse:
         create_kwargs = self._chat_completion_kwargs(messages, **kwargs)
         if kwargs.get("extra_body"):  # OpenEnv's kwargs builder keeps only max_tokens and temperature
             create_kwargs["extra_body"] = kwargs["extra_body"]
@@ -124,12 +133,21 @@ class ToolCallingClient(OpenAIClient):
             create_kwargs["tools"] = openai_tools
         response = await self._create(**create_kwargs)
         msg = response.choices[0].message
-        calls = [ToolCall(id=tc.id or f"call_{i}", name=str(tc.function.name), args=parse_arguments(tc.function.arguments))
-                 for i, tc in enumerate(msg.tool_calls or [])]
+        calls = [
+            ToolCall(id=tc.id or f"call_{i}", name=str(tc.function.name), args=parse_arguments(tc.function.arguments))
+            for i, tc in enumerate(msg.tool_calls or [])
+        ]
         out = LLMResponse(content=msg.content or "", tool_calls=calls)
         usage = getattr(response, "usage", None)
-        out.usage = ({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                      "total_tokens": usage.total_tokens} if usage is not None else None)
+        out.usage = (
+            {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+            }
+            if usage is not None
+            else None
+        )
         out.finish_reason = response.choices[0].finish_reason
         return out
 
@@ -142,9 +160,19 @@ class OpenAIPolicy(Policy):
     without a tool call ends (abandons) the episode.
     """
 
-    def __init__(self, model: str, base_url: str | None = None, max_new_tokens: int = 256, temperature: float = 0.0,
-                 max_turns: int = 40, timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5,
-                 api_key_env: str = API_KEY_ENV, chat_template_kwargs: dict | None = None):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        max_turns: int = 40,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        api_key_env: str = API_KEY_ENV,
+        chat_template_kwargs: dict | None = None,
+    ):
         self.model = model
         self.name = f"openai:{model}"
         self.stochastic = temperature > 0
@@ -153,9 +181,17 @@ class OpenAIPolicy(Policy):
         # Key order as TRL's get_json_schema, tools in TRL's order: the template renders both, so this
         # is the prompt GRPO shows (and collected records' `tools`).
         self.tools = tools_column()
-        self.client = ToolCallingClient(self.base_url, None, model, api_key=os.environ.get(api_key_env) or "EMPTY",
-                                        temperature=temperature, max_tokens=max_new_tokens, timeout=timeout,
-                                        max_retries=max_retries, backoff=backoff)
+        self.client = ToolCallingClient(
+            self.base_url,
+            None,
+            model,
+            api_key=os.environ.get(api_key_env) or "EMPTY",
+            temperature=temperature,
+            max_tokens=max_new_tokens,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None  # one loop per policy: the HTTP client is bound to it
         self.usage: dict = {}
         # Sent as the request's `chat_template_kwargs` (vLLM, SGLang): e.g. {"enable_thinking": false} for Qwen3,
@@ -169,8 +205,15 @@ class OpenAIPolicy(Policy):
         self.messages: list[dict] = with_board(observation)
         self.queue: list[tuple[str, str, dict]] = []
         self.turns = 0
-        self.usage = {"requests": 0, "prompt_tokens": None, "completion_tokens": None, "total_tokens": None,
-                      "latency_s": 0.0, "finish_reasons": {}, "endpoint_errors": 0}
+        self.usage = {
+            "requests": 0,
+            "prompt_tokens": None,
+            "completion_tokens": None,
+            "total_tokens": None,
+            "latency_s": 0.0,
+            "finish_reasons": {},
+            "endpoint_errors": 0,
+        }
 
     def observe(self, text: str) -> None:
         self.messages.append({"role": "tool", "tool_call_id": self.last_id, "content": text})
@@ -183,8 +226,9 @@ class OpenAIPolicy(Policy):
         start = time.monotonic()
         u = self.usage
         try:
-            reply = self._loop.run_until_complete(self.client.complete_with_tools(self.messages, self.tools,
-                                                                                  **self.extra))
+            reply = self._loop.run_until_complete(
+                self.client.complete_with_tools(self.messages, self.tools, **self.extra)
+            )
         except openai.InternalServerError as exc:
             # A 5xx that outlived the retries. `transformers serve` answers 500 when the model's tool-call
             # markup is not valid JSON (its parser raises), which is deterministic under greedy decoding;
@@ -212,8 +256,10 @@ class OpenAIPolicy(Policy):
                 return None
             # The history holds the calls as the env received them (arguments re-serialised as JSON),
             # so an unparsable call cannot break the next request.
-            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.args)}}
-                     for c in reply.tool_calls]
+            calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+                for c in reply.tool_calls
+            ]
             message: dict = {"role": "assistant", "content": reply.content or ""}
             if calls:
                 message["tool_calls"] = calls

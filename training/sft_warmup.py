@@ -24,8 +24,13 @@ from .collect import collect, load_conversations
 from .tool_calls import CLOSING_TURN, tool_functions
 
 
-def expert_conversations(policy: str = "rule", split: str = "train", n: int = 64, difficulty: str | None = None,
-                         data: str | Path | None = None) -> list[list[dict]]:
+def expert_conversations(
+    policy: str = "rule",
+    split: str = "train",
+    n: int = 64,
+    difficulty: str | None = None,
+    data: str | Path | None = None,
+) -> list[list[dict]]:
     """Up to `n` conversations of expert episodes that shipped safely, from a collected dataset
     (`data`) or collected now (four scenarios per wanted episode, into a temporary folder)."""
     if data is not None:
@@ -42,8 +47,9 @@ def closed(messages: list[dict]) -> list[dict]:
     return messages if messages[-1] == CLOSING_TURN else [*messages, CLOSING_TURN]
 
 
-def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144,
-           tools: list | None = None) -> list[tuple]:
+def encode(
+    tokenizer, conversations: list[list[dict]], max_length: int = 6144, tools: list | None = None
+) -> list[tuple]:
     """(input ids, assistant mask) per conversation, rendered with the template TRL trains GRPO with
     (prefix-preserving, with generation markers), so the warm start sees exactly GRPO's tokens.
     `tools`: as the chat template takes them; by default `tool_functions()`, in TRL's order, as a
@@ -55,8 +61,14 @@ def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144,
     tools = tool_functions() if tools is None else tools
     samples = []
     for messages in conversations:
-        enc = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
-                                            return_dict=True, return_assistant_tokens_mask=True)
+        enc = tokenizer.apply_chat_template(
+            messages,
+            tools=tools,
+            chat_template=template,
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
+        )
         mask = unlearn_refused(messages, enc["assistant_masks"])
         ids, mask = enc["input_ids"][:max_length], mask[:max_length]
         samples.append((torch.tensor(ids), torch.tensor(mask, dtype=torch.bool)))
@@ -65,9 +77,14 @@ def encode(tokenizer, conversations: list[list[dict]], max_length: int = 6144,
 
 def refused(messages: list[dict]) -> list[bool]:
     """Per assistant turn: whether the environment refused its call (the next turn is an error result)."""
-    return [m["role"] == "assistant" and i + 1 < len(messages) and messages[i + 1]["role"] == "tool"
-            and str(messages[i + 1]["content"]).startswith("{'error'")
-            for i, m in enumerate(messages) if m["role"] == "assistant"]
+    return [
+        m["role"] == "assistant"
+        and i + 1 < len(messages)
+        and messages[i + 1]["role"] == "tool"
+        and str(messages[i + 1]["content"]).startswith("{'error'")
+        for i, m in enumerate(messages)
+        if m["role"] == "assistant"
+    ]
 
 
 def unlearn_refused(messages: list[dict], mask: list[int]) -> list[int]:
@@ -130,10 +147,22 @@ def assistant_loss(model, ids, mask, prefix: int = 0, also=None):
     return F.cross_entropy(logits.float(), ids[targets + 1])
 
 
-def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", episodes: int = 64, epochs: int = 3,
-               lr: float = 3e-3, max_length: int = 6144, seed: int = 0, difficulty: str | None = None,
-               data: str | Path | None = None, conversations: list[list[dict]] | None = None,
-               max_minutes: float | None = None, copy_tokens: set[int] | None = None, clock=None) -> dict:
+def warm_start(
+    model_path: str | Path,
+    out: str | Path,
+    policy: str = "rule",
+    episodes: int = 64,
+    epochs: int = 3,
+    lr: float = 3e-3,
+    max_length: int = 6144,
+    seed: int = 0,
+    difficulty: str | None = None,
+    data: str | Path | None = None,
+    conversations: list[list[dict]] | None = None,
+    max_minutes: float | None = None,
+    copy_tokens: set[int] | None = None,
+    clock=None,
+) -> dict:
     """Fine-tune on assistant tokens of expert conversations (given, or see `expert_conversations`);
     save to `out`. The learning rate is constant, or, with `max_minutes`, warms up over 3% of the run
     and decays on a cosine, the run's progress being the larger of steps done and time used (`clock`:
@@ -148,7 +177,6 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -195,8 +223,7 @@ def warm_start(model_path: str | Path, out: str | Path, policy: str = "rule", ep
     Path(out).mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    return {"losses": history, "samples": len(samples), "steps": step,
-            "seconds": round(clock() - start, 1)}
+    return {"losses": history, "samples": len(samples), "steps": step, "seconds": round(clock() - start, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -210,8 +237,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--difficulty", choices=["easy", "medium", "hard"], default=None)
     parser.add_argument("--data", type=Path, default=None, help="a dataset written by training.collect")
     args = parser.parse_args(argv)
-    result = warm_start(args.model, args.out, args.policy, args.episodes, args.epochs, args.lr,
-                        difficulty=args.difficulty, data=args.data)
+    result = warm_start(
+        args.model,
+        args.out,
+        args.policy,
+        args.episodes,
+        args.epochs,
+        args.lr,
+        difficulty=args.difficulty,
+        data=args.data,
+    )
     losses = result["losses"]
     print(f"{result['samples']} episodes, loss {losses[0]:.3f} -> {sum(losses[-10:]) / min(10, len(losses)):.3f}")
 

@@ -24,13 +24,22 @@ import json
 import random
 from pathlib import Path
 
-from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.catalog import ARTIFACT_KINDS
+from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.splits import scenarios
 from releaseops_arena.tools import tool_schemas
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-                  "<tool_response>", "</tool_response>", "<think>", "</think>"]
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
 # Proposal ids grow by 1-3 per proposal (scenario_builder._next_pid); episodes are capped at
 # rewards.MAX_TOOL_CALLS calls and the largest id seen over 2,400 random, blocking, holding and
 # naive episodes was p26, so 299 leaves a wide margin.
@@ -41,7 +50,7 @@ PRE_TOKEN_PATTERN = r" ?[A-Za-z_]+| ?[0-9]+| ?[^\sA-Za-z0-9_]+|\s+"
 
 def id_vocabulary() -> list[str]:
     """Every artifact and proposal id the scenario generator can put on a board."""
-    ids = [f"{kind.prefix}{n}" for kind in ARTIFACT_KINDS for n in range(10 ** (kind.digits - 1), 10 ** kind.digits)]
+    ids = [f"{kind.prefix}{n}" for kind in ARTIFACT_KINDS for n in range(10 ** (kind.digits - 1), 10**kind.digits)]
     return ids + [f"p{n}" for n in range(1, MAX_PROPOSAL_ID + 1)]
 
 
@@ -92,21 +101,32 @@ def build_tokenizer(vocab_size: int = 2048, id_tokens: bool = True):
 
     tok = Tokenizer(models.BPE())
     if id_tokens:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(PRE_TOKEN_PATTERN), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(PRE_TOKEN_PATTERN), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     else:
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     texts = corpus() + ([_rendered_tools()] * 20 if id_tokens else [])  # the schemas open every prompt
     tok.train_from_iterator(texts, trainer=trainer)
     if id_tokens:
         # single_word: `p1` must not match inside `p17` or a longer word.
         tok.add_tokens([AddedToken(i, single_word=True, normalized=False) for i in id_vocabulary()])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   additional_special_tokens=SPECIAL_TOKENS[1:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL_TOKENS[1:],
+    )
     fast.chat_template = qwen3_chat_template()
     return fast
 
@@ -124,9 +144,17 @@ def qwen3_config(tokenizer, hidden: int = 96, layers: int = 2):
     from transformers import Qwen3Config
 
     return Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4, max_position_embeddings=8192,
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=hidden // 4,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
 
@@ -156,8 +184,9 @@ def initialise(model, tokenizer, qk_gain: float = 1.0, copy_head: bool = False):
     return model
 
 
-def build_model(tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_gain: float = 1.0,
-                copy_head: bool = False):
+def build_model(
+    tokenizer, hidden: int = 96, layers: int = 2, seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False
+):
     """A randomly initialised tiny Qwen3 (seeded), see `initialise`."""
     import torch
     from transformers import Qwen3ForCausalLM
@@ -174,8 +203,16 @@ def save(out: Path, tokenizer, model) -> Path:
     return out
 
 
-def build(out: Path, vocab_size: int = 2048, hidden: int = 96, layers: int = 2, id_tokens: bool = True,
-          seed: int = 0, qk_gain: float = 1.0, copy_head: bool = False) -> Path:
+def build(
+    out: Path,
+    vocab_size: int = 2048,
+    hidden: int = 96,
+    layers: int = 2,
+    id_tokens: bool = True,
+    seed: int = 0,
+    qk_gain: float = 1.0,
+    copy_head: bool = False,
+) -> Path:
     """Write a tokenizer + randomly initialised model that `from_pretrained(out)` loads."""
     tokenizer = build_tokenizer(vocab_size, id_tokens)
     return save(out, tokenizer, build_model(tokenizer, hidden, layers, seed, qk_gain, copy_head))

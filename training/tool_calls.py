@@ -20,8 +20,11 @@ CLOSING_TURN = {"role": "assistant", "content": "Done."}
 
 def trl_tool_names() -> list[str]:
     """The tools TRL's GRPOTrainer exposes for `environment_factory=ReleaseOpsToolEnv`, in its order."""
-    return [name for name, _ in inspect.getmembers(ReleaseOpsToolEnv, predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")]
+    return [
+        name
+        for name, _ in inspect.getmembers(ReleaseOpsToolEnv, predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
 
 
 def tools_column() -> list[dict]:

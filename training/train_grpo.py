@@ -94,8 +94,10 @@ def check_versions(rows, where: str):
     for column, current in (("benchmark_version", BENCHMARK_VERSION), ("prompt_version", PROMPT_VERSION)):
         found = sorted(set(rows[column])) if column in rows.column_names else ["none"]
         if found != [current]:
-            raise SystemExit(f"{where}: rows of {column} {', '.join(map(str, found))}, not {current}; rebuild them "
-                             "with `python -m training.make_dataset`")
+            raise SystemExit(
+                f"{where}: rows of {column} {', '.join(map(str, found))}, not {current}; rebuild them "
+                "with `python -m training.make_dataset`"
+            )
     return rows
 
 
@@ -147,7 +149,9 @@ def build_config(args, output_dir: str):
         use_vllm=vllm,
         vllm_mode=mode,
         vllm_server_base_url=args.vllm_server_url if server else None,  # TRL then ignores host and port
-        vllm_server_port=vllm_port if server and vllm_port else urlsplit(DEFAULT_VLLM_SERVER_URL).port,  # never TRL's 8000
+        vllm_server_port=vllm_port
+        if server and vllm_port
+        else urlsplit(DEFAULT_VLLM_SERVER_URL).port,  # never TRL's 8000
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,  # colocate only
         vllm_max_model_length=args.vllm_max_model_length,
         # held-out evaluation: TRL's own evaluation loop plays the eval rows in the environments
@@ -181,8 +185,13 @@ def lora_config(args):
     targets = args.lora_target_modules
     if targets != "all-linear":
         targets = [t.strip() for t in targets.split(",") if t.strip()]
-    return LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                      target_modules=targets, task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
 
 
 def environment_factory(args):
@@ -195,10 +204,15 @@ def environment_factory(args):
 def trainer_kwargs(args, config, clock=None) -> dict:
     """Everything `GRPOTrainer` gets but the model and the tokenizer (`train` adds those)."""
     callbacks = [TimeLimit(args.max_minutes, clock)] if args.max_minutes else None
-    return {"reward_funcs": [episode_metrics], "args": config,
-            "train_dataset": load_dataset(args.dataset, args.rows, args.difficulty),
-            "eval_dataset": load_eval_dataset(args), "environment_factory": environment_factory(args),
-            "peft_config": lora_config(args), "callbacks": callbacks}
+    return {
+        "reward_funcs": [episode_metrics],
+        "args": config,
+        "train_dataset": load_dataset(args.dataset, args.rows, args.difficulty),
+        "eval_dataset": load_eval_dataset(args),
+        "environment_factory": environment_factory(args),
+        "peft_config": lora_config(args),
+        "callbacks": callbacks,
+    }
 
 
 def TimeLimit(minutes: float, clock=None):
@@ -253,13 +267,18 @@ def run_record(args, trainer=None) -> dict:
         except md.PackageNotFoundError:
             return None
 
-    return {"benchmark_version": BENCHMARK_VERSION, "prompt_version": PROMPT_VERSION, "model": args.model,
-            "env": list(args.env_url) if args.env_url else "local",
-            "lora": bool(args.lora), "vllm_mode": (args.vllm_mode or "colocate") if use_vllm(args) else None,
-            "eval_split": args.eval_split,
-            "global_step": trainer.state.global_step if trainer is not None else 0,
-            "versions": {name: version(name) for name in ("trl", "transformers", "torch", "peft")},
-            "args": vars(args)}
+    return {
+        "benchmark_version": BENCHMARK_VERSION,
+        "prompt_version": PROMPT_VERSION,
+        "model": args.model,
+        "env": list(args.env_url) if args.env_url else "local",
+        "lora": bool(args.lora),
+        "vllm_mode": (args.vllm_mode or "colocate") if use_vllm(args) else None,
+        "eval_split": args.eval_split,
+        "global_step": trainer.state.global_step if trainer is not None else 0,
+        "versions": {name: version(name) for name in ("trl", "transformers", "torch", "peft")},
+        "args": vars(args),
+    }
 
 
 def train(args, clock=None) -> dict:
@@ -268,7 +287,6 @@ def train(args, clock=None) -> dict:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
-
 
     config = build_config(args, args.output_dir)
     kwargs = trainer_kwargs(args, config, clock)
@@ -299,12 +317,13 @@ def train(args, clock=None) -> dict:
     return {"log_history": history, "tools": tools, "output_dir": args.output_dir}
 
 
-GPU_EPILOG = __doc__[__doc__.index("On GPUs:"):__doc__.index("The environment owns the reward")].rstrip()
+GPU_EPILOG = __doc__[__doc__.index("On GPUs:") : __doc__.index("The environment owns the reward")].rstrip()
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=GPU_EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog=GPU_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", required=True, help="hub id or local path (its chat template must be one TRL knows)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--env", choices=["local"], default="local", help="in-process ReleaseOpsToolEnv")
@@ -315,8 +334,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--num-generations", type=int, default=8, help="group size for GRPO advantages")
     p.add_argument("--batch-size", type=int, default=8, help="per-device train batch size (completions)")
     p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--max-completion-length", type=int, default=4096,
-                   help="tokens for the whole episode: model turns plus tool results")
+    p.add_argument(
+        "--max-completion-length",
+        type=int,
+        default=4096,
+        help="tokens for the whole episode: model turns plus tool results",
+    )
     p.add_argument("--max-tool-calls", type=int, default=40, help="max_tool_calling_iterations")
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--beta", type=float, default=0.0)
@@ -328,31 +351,53 @@ def parser() -> argparse.ArgumentParser:
     lora.add_argument("--lora-r", type=int, default=16, help="adapter rank")
     lora.add_argument("--lora-alpha", type=int, default=32, help="scale: alpha / r")
     lora.add_argument("--lora-dropout", type=float, default=0.05)
-    lora.add_argument("--lora-target-modules", default="all-linear",
-                      help="'all-linear' (every linear layer but the LM head), or comma-separated module names "
-                           "such as q_proj,k_proj,v_proj,o_proj")
+    lora.add_argument(
+        "--lora-target-modules",
+        default="all-linear",
+        help="'all-linear' (every linear layer but the LM head), or comma-separated module names "
+        "such as q_proj,k_proj,v_proj,o_proj",
+    )
     vllm = p.add_argument_group("vLLM generation (a GPU and `pip install vllm`)")
     vllm.add_argument("--use-vllm", action="store_true", help="generate with vLLM (colocate unless --vllm-mode)")
-    vllm.add_argument("--vllm-mode", default=None, choices=["colocate", "server"],
-                      help="implies --use-vllm. colocate: vLLM inside the trainer, sharing its GPU; server: "
-                           "a separate `trl vllm-serve` (see --vllm-server-url)")
-    vllm.add_argument("--vllm-server-url", default=DEFAULT_VLLM_SERVER_URL,
-                      help=f"the vLLM server of --vllm-mode server (default {DEFAULT_VLLM_SERVER_URL}, not 8000, "
-                           f"which is the environment server's); start it with `{VLLM_SERVE_COMMAND}`")
-    vllm.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.3,
-                      help="GPU share of a colocated vLLM (a server takes its own flag)")
-    vllm.add_argument("--vllm-max-model-length", type=int, default=None,
-                      help="vLLM context window (default: the model config's)")
+    vllm.add_argument(
+        "--vllm-mode",
+        default=None,
+        choices=["colocate", "server"],
+        help="implies --use-vllm. colocate: vLLM inside the trainer, sharing its GPU; server: "
+        "a separate `trl vllm-serve` (see --vllm-server-url)",
+    )
+    vllm.add_argument(
+        "--vllm-server-url",
+        default=DEFAULT_VLLM_SERVER_URL,
+        help=f"the vLLM server of --vllm-mode server (default {DEFAULT_VLLM_SERVER_URL}, not 8000, "
+        f"which is the environment server's); start it with `{VLLM_SERVE_COMMAND}`",
+    )
+    vllm.add_argument(
+        "--vllm-gpu-memory-utilization",
+        type=float,
+        default=0.3,
+        help="GPU share of a colocated vLLM (a server takes its own flag)",
+    )
+    vllm.add_argument(
+        "--vllm-max-model-length", type=int, default=None, help="vLLM context window (default: the model config's)"
+    )
     ev = p.add_argument_group("held-out evaluation during training (TRL's evaluation loop plays the episodes)")
-    ev.add_argument("--eval-split", choices=list(EVALUATION_SPLITS), default=None,
-                    help="evaluate on this split: <split>.parquet of a --dataset directory, else rows built "
-                         "like training.make_dataset's (--difficulty applies)")
+    ev.add_argument(
+        "--eval-split",
+        choices=list(EVALUATION_SPLITS),
+        default=None,
+        help="evaluate on this split: <split>.parquet of a --dataset directory, else rows built "
+        "like training.make_dataset's (--difficulty applies)",
+    )
     ev.add_argument("--eval-rows", type=int, default=16, help="tasks of the split played at each evaluation")
     ev.add_argument("--eval-steps", type=int, default=50, help="evaluate every this many steps")
     ev.add_argument("--eval-generations", type=int, default=1, help="episodes per task (num_generations_eval)")
     ev.add_argument("--eval-batch-size", type=int, default=None, help="per device (default: --batch-size)")
-    p.add_argument("--log-completions", action="store_true",
-                   help="print a sample of episodes every step and keep them in <output-dir>/completions/")
+    p.add_argument(
+        "--log-completions",
+        action="store_true",
+        help="print a sample of episodes every step and keep them in <output-dir>/completions/",
+    )
     p.add_argument("--num-completions-to-print", type=int, default=2)
     hub = p.add_argument_group("Hugging Face Hub")
     hub.add_argument("--push-to-hub", action="store_true", help="push each save and the final model (or adapter)")

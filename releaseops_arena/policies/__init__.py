@@ -8,17 +8,57 @@ maps each policy's name to its class.
 from __future__ import annotations
 
 from .base import Policy
-from .baselines import (AlwaysApprove, AlwaysHold, AttentionOracle, BlockEverything, EvidenceFirst, FixedOrder, Naive,
-                        Oracle, RandomPolicy, TruthReader)
+from .baselines import (
+    AlwaysApprove,
+    AlwaysHold,
+    AttentionOracle,
+    BlockEverything,
+    EvidenceFirst,
+    FixedOrder,
+    Naive,
+    Oracle,
+    RandomPolicy,
+    TruthReader,
+)
 from .planner import InspectEverything, ReferencePlanner, Rule
 from .runner import play
 from .trained import TrainedPolicy
 
 POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls for cls in (RandomPolicy, Naive, Rule, Oracle, AlwaysHold, AlwaysApprove, InspectEverything,
-                               BlockEverything, ReferencePlanner, TrainedPolicy, EvidenceFirst, FixedOrder, AttentionOracle)
+    cls.name: cls
+    for cls in (
+        RandomPolicy,
+        Naive,
+        Rule,
+        Oracle,
+        AlwaysHold,
+        AlwaysApprove,
+        InspectEverything,
+        BlockEverything,
+        ReferencePlanner,
+        TrainedPolicy,
+        EvidenceFirst,
+        FixedOrder,
+        AttentionOracle,
+    )
 }
 
-__all__ = ["POLICIES", "Policy", "play", "TruthReader", "RandomPolicy", "Naive", "Rule", "Oracle", "AlwaysHold",
-           "AlwaysApprove", "InspectEverything", "BlockEverything", "ReferencePlanner", "TrainedPolicy", "EvidenceFirst",
-           "FixedOrder", "AttentionOracle"]
+__all__ = [
+    "POLICIES",
+    "Policy",
+    "play",
+    "TruthReader",
+    "RandomPolicy",
+    "Naive",
+    "Rule",
+    "Oracle",
+    "AlwaysHold",
+    "AlwaysApprove",
+    "InspectEverything",
+    "BlockEverything",
+    "ReferencePlanner",
+    "TrainedPolicy",
+    "EvidenceFirst",
+    "FixedOrder",
+    "AttentionOracle",
+]

@@ -19,8 +19,12 @@ from ..safety_rules import rules_for_risk
 DELAY_REQUESTS = ("delay_release", "escalate_ticket_p1")
 # A fix's claim opening (or request) and the fix kind it is (mechanisms.Mechanism.fix), so that a
 # reader that knows some mechanisms only recognises those mechanisms' fixes.
-FIX_KINDS = {"Real fix merged": "ci_real_fix", "Fix for P1": "p1_fix", "Running the full canary": "deploy_rerun",
-             "Payment suite fixed for real": "ci_suite_fix"}
+FIX_KINDS = {
+    "Real fix merged": "ci_real_fix",
+    "Fix for P1": "p1_fix",
+    "Running the full canary": "deploy_rerun",
+    "Payment suite fixed for real": "ci_suite_fix",
+}
 FIX_REQUESTS = {"run_deploy_checks": "deploy_rerun"}
 FIX_CLAIMS = tuple(FIX_KINDS)
 
@@ -73,10 +77,10 @@ def unvoiced(claim: str) -> str:
     """A claim without its worker's voice (for the `fine` voice, without its closing full stop too)."""
     voice = cues.voice_of(claim)
     if voice == "runbook":
-        text = claim[len("Per runbook v1: "):]
+        text = claim[len("Per runbook v1: ") :]
         return text[:1].upper() + text[1:]
     if voice == "certain":
-        return claim[len("Certain: "):]
+        return claim[len("Certain: ") :]
     if voice == "fine":
         return claim[: -len(", should be fine.")]
     return claim
@@ -88,8 +92,11 @@ def wordings_of(claim: str, wordings: list | None = None) -> list[tuple[str, obj
     `wordings` (default: every mechanism's, `mechanisms.WORDINGS`) limits what a reader recognises."""
     text = unvoiced(claim)
     fine = cues.voice_of(claim) == "fine"  # the fine voice drops the claim's closing full stop
-    return [(key, kind) for pattern, key, kind in (WORDINGS if wordings is None else wordings)
-            if pattern.fullmatch(text) or fine and pattern.fullmatch(text + ".")]
+    return [
+        (key, kind)
+        for pattern, key, kind in (WORDINGS if wordings is None else wordings)
+        if pattern.fullmatch(text) or fine and pattern.fullmatch(text + ".")
+    ]
 
 
 def wording_of(claim: str, wordings: list | None = None, explicit: bool = False) -> tuple[str, object] | None:
@@ -122,8 +129,9 @@ class Policy:
         raise NotImplementedError
 
 
-def ship_call(ship: dict, beliefs: dict[str, float], blocked: set[str], threshold: float,
-              affordable=lambda rule, belief: True) -> tuple[str, dict]:
+def ship_call(
+    ship: dict, beliefs: dict[str, float], blocked: set[str], threshold: float, affordable=lambda rule, belief: True
+) -> tuple[str, dict]:
     """Block the ship once on the rule believed most likely broken, if that belief reaches `threshold`
     and the late catch is `affordable`; else approve it. Updates `beliefs` and `blocked`."""
     candidates = [(b, r) for r, b in beliefs.items() if r not in blocked and affordable(r, b)]

@@ -7,17 +7,27 @@ and what they share in `base.py`. The `oracle` is the one privileged policy:
 
 from __future__ import annotations
 
-import random
-
-from ..catalog import (ARTIFACT_BY_KIND, ARTIFACT_BY_TOOL, HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS, artifact_kind,
-                      inspect_call)
+from ..catalog import (
+    ARTIFACT_BY_KIND,
+    ARTIFACT_BY_TOOL,
+    HOLD_REASONS,
+    QUESTION_TYPES,
+    RULE_IDS,
+    WORKERS,
+    artifact_kind,
+    inspect_call,
+)
 from ..mechanisms import REGISTRY
-from .planner import InspectEverything, ReferencePlanner, Rule
-from .base import (DELAY_REQUESTS, Policy, evidence_violation, is_fix, rules_for, seen_violation, ship_call,
-                     unvoiced, wording_of)
-from ..rendering import View
 from ..safety_rules import truly_violates, violated_at_ship
 from ..tools import TOOL_NAMES
+from .base import (
+    DELAY_REQUESTS,
+    Policy,
+    evidence_violation,
+    is_fix,
+    rules_for,
+    seen_violation,
+)
 
 
 class Naive(Policy):
@@ -203,8 +213,13 @@ class EvidenceFirst(Policy):
             if phase == 0:
                 targets.sort(key=lambda t: (t[0]["request"] == "merge_pr", -len(t[0]["refs"])))
             elif phase == 1:
-                targets.sort(key=lambda t: GATE_STAGE_ORDER.index(t[0]["request"])
-                             if t[0]["request"] in GATE_STAGE_ORDER else len(GATE_STAGE_ORDER))
+                targets.sort(
+                    key=lambda t: (
+                        GATE_STAGE_ORDER.index(t[0]["request"])
+                        if t[0]["request"] in GATE_STAGE_ORDER
+                        else len(GATE_STAGE_ORDER)
+                    )
+                )
             if targets:
                 p, ref = targets[0]
                 self.read_for[ref] = p["id"]
@@ -240,8 +255,15 @@ class FixedOrder(EvidenceFirst):
     # triage, at a PR; the deploy gate and the build at the gate; the deploy run at the ship; the release
     # manager's and QA's cards first. At hard it looks at a ticket first (docs/calibration.md has both;
     # the report plays each at its level).
-    DEFAULT = {"triage": ("pr", "ticket"), "gate": ("gate", "ci_run"), "triage_quota": 1, "more_refs_first": False,
-               "hold": False, "ship_check": True, "workers": ("release_manager", "qa_triage", "ci_fixer", "sre")}
+    DEFAULT = {
+        "triage": ("pr", "ticket"),
+        "gate": ("gate", "ci_run"),
+        "triage_quota": 1,
+        "more_refs_first": False,
+        "hold": False,
+        "ship_check": True,
+        "workers": ("release_manager", "qa_triage", "ci_fixer", "sre"),
+    }
 
     def __init__(self, **params):
         self.params = {**self.DEFAULT, **params}

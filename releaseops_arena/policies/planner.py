@@ -19,9 +19,9 @@ from functools import lru_cache
 from .. import workers as cues
 from ..catalog import ALL_FAMILIES, ARCHETYPES, ARTIFACT_BY_KIND, inspect_call
 from ..mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, family_mechanisms
-from .base import DELAY_REQUESTS, Policy, is_fix, rules_for, seen_violation, ship_call, wording_of, wordings_of
 from ..rendering import View
 from ..scenario_builder import mechanism_of, site_keys
+from .base import DELAY_REQUESTS, Policy, is_fix, rules_for, seen_violation, ship_call, wording_of, wordings_of
 
 # Requests only one kind of site makes (merge_pr is also a fix's and a distractor's: its claim decides).
 SITE_REQUEST = {m.request: m.key for m in REGISTRY.values() if m.request != "merge_pr" and m.key not in GATE}
@@ -70,8 +70,9 @@ def subset_prior(weights: tuple[float, ...]) -> tuple[tuple[frozenset, float], .
 
 # The requests of the sites each family puts on the board (public: the catalogue and the registry).
 _SITE_REQUESTS = {f: tuple(REGISTRY[m].request for m in family_mechanisms(f)) for f in ALL_FAMILIES}
-_ONE_FAMILY_REQUESTS = {r for r in {r for rs in _SITE_REQUESTS.values() for r in rs}
-                        if sum(r in rs for rs in _SITE_REQUESTS.values()) == 1}
+_ONE_FAMILY_REQUESTS = {
+    r for r in {r for rs in _SITE_REQUESTS.values() for r in rs} if sum(r in rs for rs in _SITE_REQUESTS.values()) == 1
+}
 
 
 def possible_families(requests=(), known: tuple[str, ...] = ALL_FAMILIES) -> tuple[str, ...]:
@@ -178,24 +179,37 @@ class ReferencePlanner(Policy):
         voice = cues.VOICES.index(cues.voice_of(p["claim"]))
         proposer = post.get(p["worker"], {})
         # Confidence and voice lean with the proposer's archetype: summed over its posterior.
-        bad *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, True)][conf] * cues.VOICE_WEIGHTS[(a, True)][voice]
-                   for a, pa in proposer.items())
-        good *= sum(pa * cues.CONFIDENCE_WEIGHTS[(a, False)][conf] * cues.VOICE_WEIGHTS[(a, False)][voice]
-                    for a, pa in proposer.items())
+        bad *= sum(
+            pa * cues.CONFIDENCE_WEIGHTS[(a, True)][conf] * cues.VOICE_WEIGHTS[(a, True)][voice]
+            for a, pa in proposer.items()
+        )
+        good *= sum(
+            pa * cues.CONFIDENCE_WEIGHTS[(a, False)][conf] * cues.VOICE_WEIGHTS[(a, False)][voice]
+            for a, pa in proposer.items()
+        )
         return bad, good
 
     def beliefs(self, view: View) -> dict:
         """P(shortcut) for every site proposal seen (by id) and, under "future", for the sites still to
         come (highest first), mixing the families still possible by how well each explains the board."""
-        key = (len(view.evidence), view.phases, self.clues, self.known,
-               tuple((p["id"], p.get("status", ""), p["worker"], p["claim"], p["confidence"], len(p["refs"]))
-                     for p in view.proposals.values()),
-               tuple((w["worker"], w["hint"], w["recent"]["incorrect"]) for w in view.board.get("worker_stats", [])))
+        key = (
+            len(view.evidence),
+            view.phases,
+            self.clues,
+            self.known,
+            tuple(
+                (p["id"], p.get("status", ""), p["worker"], p["claim"], p["confidence"], len(p["refs"]))
+                for p in view.proposals.values()
+            ),
+            tuple((w["worker"], w["hint"], w["recent"]["incorrect"]) for w in view.board.get("worker_stats", [])),
+        )
         if self._cache and self._cache[0] == key:
             return self._cache[1]
         post = self._worker_posteriors(view)
-        mean_weight = {w: {own: sum(pa * cues.site_weight(a, own) for a, pa in dist.items()) for own in (False, True)}
-                       for w, dist in post.items()}
+        mean_weight = {
+            w: {own: sum(pa * cues.site_weight(a, own) for a, pa in dist.items()) for own in (False, True)}
+            for w, dist in post.items()
+        }
         seen: dict[str, list[dict]] = {}
         for p in view.proposals.values():
             k = self.site_of(p)
@@ -316,8 +330,13 @@ class ReferencePlanner(Policy):
         ship = ships[0]
         shown, looked = seen_violation(view, ship)
         deploy = ship["refs"][-1] if ship["refs"] else None
-        if not looked and deploy and deploy not in view.evidence and view.can_look() \
-                and self.approved_risk.get("S3", 0.0) > 0.02:
+        if (
+            not looked
+            and deploy
+            and deploy not in view.evidence
+            and view.can_look()
+            and self.approved_risk.get("S3", 0.0) > 0.02
+        ):
             return inspect_call(deploy)
         if shown:
             self.approved_risk[shown] = 1.0
@@ -325,8 +344,13 @@ class ReferencePlanner(Policy):
             self.approved_risk["S3"] = 0.0
         # A late catch costs the ship phase again; a code fix (S1, S2) blocked without its evidence in
         # hand costs one more (belief 1.0 means the planner saw the evidence).
-        return ship_call(ship, self.approved_risk, self.ship_blocked, self.ship_block_at,
-                         lambda rule, belief: view.spare_phases() >= (1 if rule == "S3" or belief >= 1.0 else 2))
+        return ship_call(
+            ship,
+            self.approved_risk,
+            self.ship_blocked,
+            self.ship_block_at,
+            lambda rule, belief: view.spare_phases() >= (1 if rule == "S3" or belief >= 1.0 else 2),
+        )
 
     def future_sites(self, view: View) -> int:
         return 2 if view.board["phase_index"] == 0 else 0
@@ -364,9 +388,19 @@ class Rule(ReferencePlanner):
         stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
         # The deploy gate is the SRE's card, but the release manager pushes it: the worse of the two.
         names = ("sre", "release_manager") if p["request"] == "open_deploy_gate" else (p["worker"],)
-        record = max((stats[n]["recent"]["incorrect"] / max(1, stats[n]["recent"]["correct"]
-                                                            + stats[n]["recent"]["incorrect"]), stats[n]["hint"])
-                     for n in names if n in stats) if any(n in stats for n in names) else (0.0, "")
+        record = (
+            max(
+                (
+                    stats[n]["recent"]["incorrect"]
+                    / max(1, stats[n]["recent"]["correct"] + stats[n]["recent"]["incorrect"]),
+                    stats[n]["hint"],
+                )
+                for n in names
+                if n in stats
+            )
+            if any(n in stats for n in names)
+            else (0.0, "")
+        )
         score = 0.05 + record[0]
         score += 0.1 if record[1] in ("new_agent", "recently_promoted") else 0.0
         score += 0.15 if p["confidence"] == "high" else -0.05 if p["confidence"] == "low" else 0.0

@@ -42,5 +42,11 @@ def play(policy: Policy, scenario: dict, rng_seed: int = 0) -> dict:
         else:
             steps.append({"tool": tool, "arguments": args, "error": result.error})
             policy.observe(str({"error": result.error}))
-    return {"scenario": dict(scenario), "policy": policy.name, "observation": observation, "steps": steps,
-            "metrics": episode.metrics(), "return": episode.episode_return}
+    return {
+        "scenario": dict(scenario),
+        "policy": policy.name,
+        "observation": observation,
+        "steps": steps,
+        "metrics": episode.metrics(),
+        "return": episode.episode_return,
+    }

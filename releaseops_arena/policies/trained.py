@@ -34,18 +34,23 @@ from pathlib import Path
 
 from ..catalog import ALL_FAMILIES, ARTIFACT_KINDS, PHASES, QUESTION_TYPES, RULE_IDS, inspect_call
 from ..mechanisms import REGISTRY, WORDINGS, family_mechanisms
-from .planner import ReferencePlanner
-from ..splits import SPLITS
-from .base import DELAY_REQUESTS, Policy, evidence_violation, fix_kind, rules_for, seen_violation, wording_of
-from ..workers import ANSWERS
 from ..rendering import View
+from ..splits import SPLITS
 from ..tool_env import ReleaseOpsToolEnv
+from ..workers import ANSWERS
+from .base import DELAY_REQUESTS, Policy, evidence_violation, fix_kind, rules_for, seen_violation, wording_of
+from .planner import ReferencePlanner
 
 ACTIONS = ["approve", "block", *[a.tool for a in ARTIFACT_KINDS], *[f"ask:{q}" for q in QUESTION_TYPES], "hold"]
 # Requests by what they do, not by name: the policy judges behaviour, not identities, so
 # that what it learns about one worker's shortcuts can transfer to another's.
-REQUEST_KIND = {"ship_release_candidate": "ship", "delay_release": "delay", "escalate_ticket_p1": "delay",
-                "update_ticket": "paperwork", "close_ticket": "paperwork"}
+REQUEST_KIND = {
+    "ship_release_candidate": "ship",
+    "delay_release": "delay",
+    "escalate_ticket_p1": "delay",
+    "update_ticket": "paperwork",
+    "close_ticket": "paperwork",
+}
 REQUESTS = ["ship", "delay", "paperwork", "change"]
 RISKS = ["payments", "checkout", "severity", "deploy", "ship", "docs", "observability", "ci"]
 HINTS = ["veteran", "on_call", "new_agent", "recently_promoted", "returning_from_leave"]
@@ -58,8 +63,9 @@ WORDING_KINDS = ["explicit", "plain", 1, 2]
 ANSWER_LLR = {text.split("{")[0]: math.log(bad / ok) for options in ANSWERS.values() for text, bad, ok in options}
 
 WEIGHTS = Path(__file__).with_name("trained_policy.json")
-EXPORT_COMMAND = ("python -m research.structured_policy --export runs/structured.pt "
-                  "releaseops_arena/policies/trained_policy.json")
+EXPORT_COMMAND = (
+    "python -m research.structured_policy --export runs/structured.pt releaseops_arena/policies/trained_policy.json"
+)
 FORMAT = "releaseops-arena/trained-policy/1"
 # The families the reading knows. A weights file or checkpoint without a "reader" predates the
 # choice and was trained with "all".
@@ -73,19 +79,46 @@ def onehot(value, options) -> list[float]:
 
 # Length of the target-proposal part of a feature vector (zeros for a hold).
 READING_DIM = 10 + len(WORDING_KINDS) + len(RULES) + 5
-TARGET_DIM = (len(REQUESTS) + len(RISKS) + 3 + 3 + 1 + len(HINTS) + len(VOICES)
-              + 1 + 1 + len(RULES) + 1 + 1 + len(RULES) + 1 + 3 + READING_DIM)
+TARGET_DIM = (
+    len(REQUESTS)
+    + len(RISKS)
+    + 3
+    + 3
+    + 1
+    + len(HINTS)
+    + len(VOICES)
+    + 1
+    + 1
+    + len(RULES)
+    + 1
+    + 1
+    + len(RULES)
+    + 1
+    + 3
+    + READING_DIM
+)
 
 
-def features(view: View, action: str, p: dict | None, rule: str | None = None, ref: str | None = None,
-             reading: dict | None = None) -> list[float]:
+def features(
+    view: View,
+    action: str,
+    p: dict | None,
+    rule: str | None = None,
+    ref: str | None = None,
+    reading: dict | None = None,
+) -> list[float]:
     """The candidate's feature vector: global clock and budget, the action, the target proposal
     (with `reading`, the planner's view of it, computed here unless `candidates` passes it)."""
     b = view.board
     spare = view.spare_phases()
-    g = [*onehot(b["phase"], PHASES), b["hours_to_deadline"] / 60, *onehot(min(max(spare, 0), 3), range(4)),
-         *onehot(min(b["review_budget_remaining"], 4), range(5)), *onehot(b["evidence_actions_remaining"], range(3)),
-         len(view.pending()) / 5]
+    g = [
+        *onehot(b["phase"], PHASES),
+        b["hours_to_deadline"] / 60,
+        *onehot(min(max(spare, 0), 3), range(4)),
+        *onehot(min(b["review_budget_remaining"], 4), range(5)),
+        *onehot(b["evidence_actions_remaining"], range(3)),
+        len(view.pending()) / 5,
+    ]
     a = onehot(action, ACTIONS)
     if p is None:
         return g + a + [0.0] * TARGET_DIM
@@ -96,22 +129,29 @@ def features(view: View, action: str, p: dict | None, rule: str | None = None, r
     found = [evidence_violation(e) for e in evidence]
     answer = view.answers.get(p["id"], "")
     reading = reading if reading is not None else read(view, p)
-    t = [*onehot(reading["request_kind"], REQUESTS), *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
-         *onehot(p["confidence"], ["low", "medium", "high"]), *onehot(min(len(p["refs"]), 2), range(3)),
-         recent["incorrect"] / max(1, recent["correct"] + recent["incorrect"]),
-         *onehot(stats["hint"] if stats else None, HINTS),
-         *[1.0 if v in claim else 0.0 for v in VOICES],
-         1.0 if (p["worker"], p["request"], claim) in view.blocked_claims else 0.0,
-         1.0 if evidence else 0.0, *[1.0 if r in found else 0.0 for r in RULES],
-         1.0 if any(e.get("kind") == "deploy_checks" and e.get("status") == "passed" for e in evidence) else 0.0,
-         1.0 if answer else 0.0,
-         *onehot(rule, RULES), 1.0 if rule and rule in found else 0.0,
-         *ref_features(view, p, ref),
-         *reading_features(reading, rule, ref)]
+    t = [
+        *onehot(reading["request_kind"], REQUESTS),
+        *[1.0 if r in p["risk"] else 0.0 for r in RISKS],
+        *onehot(p["confidence"], ["low", "medium", "high"]),
+        *onehot(min(len(p["refs"]), 2), range(3)),
+        recent["incorrect"] / max(1, recent["correct"] + recent["incorrect"]),
+        *onehot(stats["hint"] if stats else None, HINTS),
+        *[1.0 if v in claim else 0.0 for v in VOICES],
+        1.0 if (p["worker"], p["request"], claim) in view.blocked_claims else 0.0,
+        1.0 if evidence else 0.0,
+        *[1.0 if r in found else 0.0 for r in RULES],
+        1.0 if any(e.get("kind") == "deploy_checks" and e.get("status") == "passed" for e in evidence) else 0.0,
+        1.0 if answer else 0.0,
+        *onehot(rule, RULES),
+        1.0 if rule and rule in found else 0.0,
+        *ref_features(view, p, ref),
+        *reading_features(reading, rule, ref),
+    ]
     return g + a + t
 
 
 # ------------------------------------------------------------------ the planner's reading
+
 
 def check_reader(reader: str) -> str:
     if reader not in READERS:
@@ -173,8 +213,12 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
     risk = {r: 0.0 for r in RULES}
     if p["request"] == "ship_release_candidate":
         for q in view.proposals.values():
-            if q.get("status") == "approved" and q["request"] != "ship_release_candidate" \
-                    and q["id"] not in masked and not seen_violation(view, q)[1]:
+            if (
+                q.get("status") == "approved"
+                and q["request"] != "ship_release_candidate"
+                and q["id"] not in masked
+                and not seen_violation(view, q)[1]
+            ):
                 q_prob, q_rule = planner.doubt(view, q)
                 if q_rule:
                     risk[q_rule] = 1 - (1 - risk[q_rule]) * (1 - q_prob)
@@ -185,12 +229,19 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
             risk[shown] = 1.0
     answer = view.answers.get(p["id"], "")
     decisive = planner.decisive_ref(p) if rule else None
-    return {"prob": prob if rule else 0.0, "rule": rule, "decisive": decisive, "decisive_seen": decisive in view.evidence,
-            "fix": fix_kind(p) in known_fixes(planner.known) and not hidden,
-            "request_kind": "change" if hidden else request_kind(p["request"], planner.known),
-            "delay": p["request"] in DELAY_REQUESTS, "ship": p["request"] == "ship_release_candidate",
-            "kind": match[1] if match else None, "risk": risk,
-            "answer": next((v for k, v in ANSWER_LLR.items() if answer.startswith(k)), 0.0)}
+    return {
+        "prob": prob if rule else 0.0,
+        "rule": rule,
+        "decisive": decisive,
+        "decisive_seen": decisive in view.evidence,
+        "fix": fix_kind(p) in known_fixes(planner.known) and not hidden,
+        "request_kind": "change" if hidden else request_kind(p["request"], planner.known),
+        "delay": p["request"] in DELAY_REQUESTS,
+        "ship": p["request"] == "ship_release_candidate",
+        "kind": match[1] if match else None,
+        "risk": risk,
+        "answer": next((v for k, v in ANSWER_LLR.items() if answer.startswith(k)), 0.0),
+    }
 
 
 def reading_features(r: dict, rule: str | None, ref: str | None) -> list[float]:
@@ -198,11 +249,25 @@ def reading_features(r: dict, rule: str | None, ref: str | None) -> list[float]:
     0.8 without a spare phase; block the ship on a belief of 0.45) as indicators a small net need not find."""
     prob, site = r["prob"], r["rule"] is not None
     belief = r["risk"].get(rule, 0.0) if rule else 0.0
-    return [prob, min(prob, 1 - prob), 1.0 if site else 0.0, 1.0 if r["fix"] else 0.0, 1.0 if r["delay"] else 0.0,
-            1.0 if r["ship"] else 0.0, 1.0 if rule is not None and rule == r["rule"] else 0.0,
-            1.0 if ref is not None and ref == r["decisive"] else 0.0, 1.0 if r["decisive_seen"] else 0.0, r["answer"],
-            *onehot(r["kind"], WORDING_KINDS), *[r["risk"][k] for k in RULES], belief, 1.0 if site and prob >= 0.55 else 0.0, 1.0 if site and prob >= 0.8 else 0.0,
-            1.0 if belief >= 0.45 else 0.0, 1.0 if belief >= 1.0 else 0.0]
+    return [
+        prob,
+        min(prob, 1 - prob),
+        1.0 if site else 0.0,
+        1.0 if r["fix"] else 0.0,
+        1.0 if r["delay"] else 0.0,
+        1.0 if r["ship"] else 0.0,
+        1.0 if rule is not None and rule == r["rule"] else 0.0,
+        1.0 if ref is not None and ref == r["decisive"] else 0.0,
+        1.0 if r["decisive_seen"] else 0.0,
+        r["answer"],
+        *onehot(r["kind"], WORDING_KINDS),
+        *[r["risk"][k] for k in RULES],
+        belief,
+        1.0 if site and prob >= 0.55 else 0.0,
+        1.0 if site and prob >= 0.8 else 0.0,
+        1.0 if belief >= 0.45 else 0.0,
+        1.0 if belief >= 1.0 else 0.0,
+    ]
 
 
 def ref_features(view: View, p: dict, ref: str | None) -> list[float]:
@@ -211,12 +276,10 @@ def ref_features(view: View, p: dict, ref: str | None) -> list[float]:
     if ref is None:
         return [0.0, 0.0, 0.0]
     cited_elsewhere = any(ref in q["refs"] for q in view.proposals.values() if q["id"] != p["id"])
-    return [1.0 if ref in view.evidence else 0.0, 1.0 if ref == p["refs"][-1] else 0.0,
-            1.0 if cited_elsewhere else 0.0]
+    return [1.0 if ref in view.evidence else 0.0, 1.0 if ref == p["refs"][-1] else 0.0, 1.0 if cited_elsewhere else 0.0]
 
 
-def candidates(view: View, reader: str = DEFAULT_READER,
-               masked=frozenset()) -> list[tuple[str, dict, list[float]]]:
+def candidates(view: View, reader: str = DEFAULT_READER, masked=frozenset()) -> list[tuple[str, dict, list[float]]]:
     """Every valid call on the board with its features, read with `reader`'s knowledge (`masked`:
     proposal ids whose reading is withheld, see `read`)."""
     out = []
@@ -228,8 +291,13 @@ def candidates(view: View, reader: str = DEFAULT_READER,
         r = read(view, p, planner, masked)  # once per proposal: every candidate on it shares the reading
         out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p, reading=r)))
         for rule in rules_for(p):
-            out.append(("block_proposal", {"proposal_id": p["id"], "rule_id": rule},
-                        features(view, "block", p, rule=rule, reading=r)))
+            out.append(
+                (
+                    "block_proposal",
+                    {"proposal_id": p["id"], "rule_id": rule},
+                    features(view, "block", p, rule=rule, reading=r),
+                )
+            )
         if can_look:
             for ref in p["refs"]:
                 if ref not in view.inspected_this_phase:
@@ -238,8 +306,13 @@ def candidates(view: View, reader: str = DEFAULT_READER,
             if p["worker"] not in asked:
                 asked.add(p["worker"])
                 for q in QUESTION_TYPES:
-                    out.append(("ask_worker", {"worker_id": p["worker"], "question_type": q},
-                                features(view, f"ask:{q}", p, reading=r)))
+                    out.append(
+                        (
+                            "ask_worker",
+                            {"worker_id": p["worker"], "question_type": q},
+                            features(view, f"ask:{q}", p, reading=r),
+                        )
+                    )
     out.append(("hold_release", {"reason_code": "risk_too_high"}, features(view, "hold", None)))
     return out
 
@@ -288,11 +361,15 @@ def load_weights(path: str | Path = WEIGHTS) -> Scorer:
     """A `Scorer` from an exported weights file; refuses one whose features no longer match."""
     data = json.loads(Path(path).read_text())
     if data.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a trained-policy weights file (format {data.get('format')!r}, "
-                         f"expected {FORMAT!r}); write one with: {EXPORT_COMMAND}")
+        raise ValueError(
+            f"{path}: not a trained-policy weights file (format {data.get('format')!r}, "
+            f"expected {FORMAT!r}); write one with: {EXPORT_COMMAND}"
+        )
     if data["dim"] != feature_dim():
-        raise ValueError(f"{path}: weights for {data['dim']} features, but the features now have "
-                         f"{feature_dim()}; retrain, then re-export with: {EXPORT_COMMAND}")
+        raise ValueError(
+            f"{path}: weights for {data['dim']} features, but the features now have "
+            f"{feature_dim()}; retrain, then re-export with: {EXPORT_COMMAND}"
+        )
     return Scorer([(layer["weight"], layer["bias"]) for layer in data["layers"]])
 
 
@@ -315,7 +392,7 @@ class TrainedPolicy(Policy):
         self.view = View(json.loads(observation))  # its own reader: it also remembers this policy's calls
 
     def observe(self, text: str) -> None:
-        if text.startswith("{\""):  # a result; errors cannot happen (only valid calls are candidates)
+        if text.startswith('{"'):  # a result; errors cannot happen (only valid calls are candidates)
             self.view.update(json.loads(text))
 
     def act(self, view):

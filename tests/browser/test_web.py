@@ -17,16 +17,24 @@ from pathlib import Path
 import pytest
 
 from releaseops_arena import rewards
-from releaseops_arena.policies import RandomPolicy, play
-from releaseops_arena.policies.base import evidence_violation
 from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES
 from releaseops_arena.episode import Episode
+from releaseops_arena.policies import RandomPolicy, play
+from releaseops_arena.policies.base import evidence_violation
 from releaseops_arena.safety_rules import rules_for_risk
 from tests.live_server import REPO_ROOT, http_get, run_live_server
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = REPO_ROOT / "artifacts" / "web"
 SEED_A = json.loads((REPO_ROOT / "server" / "assets" / "seed_a_bad_ci.json").read_text())
 SEED_B = json.loads((REPO_ROOT / "server" / "assets" / "seed_b_budget_restraint.json").read_text())
@@ -35,9 +43,24 @@ SEED_A_BOARD = Episode(**SEED_A["scenario"]).board()["proposals"]
 SEED_A_CI = next(p for p in SEED_A_BOARD if p["worker"] == "ci_fixer" and p["request"] == "merge_pr")
 SEED_A_NO_RULE = next(p["id"] for p in SEED_A_BOARD if not rules_for_risk(p["risk"]))  # e.g. docs work
 TIMEOUT_MS = 20_000
-FORBIDDEN = re.compile("|".join(re.escape(w) for w in (
-    *FAMILIES, *HELDOUT_FAMILIES, *ARCHETYPES, "overcautious", "lv_", "hazard", "latent", "violation", "archetype",
-    "truth")), re.I)
+FORBIDDEN = re.compile(
+    "|".join(
+        re.escape(w)
+        for w in (
+            *FAMILIES,
+            *HELDOUT_FAMILIES,
+            *ARCHETYPES,
+            "overcautious",
+            "lv_",
+            "hazard",
+            "latent",
+            "violation",
+            "archetype",
+            "truth",
+        )
+    ),
+    re.I,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -59,6 +82,7 @@ def playwright():
             pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
         pytest.skip(reason)
     from playwright import sync_api
+
     with sync_api.sync_playwright() as pw:
         yield pw
 
@@ -69,8 +93,12 @@ class Visitor:
     def __init__(self, playwright, url: str):
         self.user_dir = tempfile.mkdtemp(prefix="releaseops-web-")
         self.context = playwright.chromium.launch_persistent_context(
-            self.user_dir, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000})
+            self.user_dir,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
         self.context.set_default_timeout(TIMEOUT_MS)
         self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
         self.page.goto(url)
@@ -85,12 +113,15 @@ class Visitor:
         """Choose a dropdown option whose label is `value` or starts with `value ` (labels lead with the id)."""
         page = self.page
         page.click(f"#{elem_id} input")
-        option = page.locator(f"#{elem_id} li[role=option][aria-label='{value}'], "
-                              f"#{elem_id} li[role=option][aria-label^='{value} ']").first
+        option = page.locator(
+            f"#{elem_id} li[role=option][aria-label='{value}'], #{elem_id} li[role=option][aria-label^='{value} ']"
+        ).first
         option.click()
         page.wait_for_function(
             "([id, v]) => { const i = document.querySelector('#' + id + ' input');"
-            " return i && (i.value === v || i.value.startsWith(v + ' ')); }", arg=[elem_id, value])
+            " return i && (i.value === v || i.value.startsWith(v + ' ')); }",
+            arg=[elem_id, value],
+        )
 
     def calls(self) -> int:
         text = self.page.locator("#meter-return").inner_text()
@@ -101,7 +132,9 @@ class Visitor:
         self.page.click("#start-btn")
         self.page.wait_for_function(
             "t => { const m = document.querySelector('#meters'); return m && m.innerText.includes(t)"
-            r" && /\b0 calls\b/.test(m.innerText); }", arg=preset)
+            r" && /\b0 calls\b/.test(m.innerText); }",
+            arg=preset,
+        )
         self.page.wait_for_selector("#board .ro-card")
         self.page.wait_for_selector("#approve-btn:not([disabled])")
 
@@ -116,8 +149,11 @@ class Visitor:
             self.pick("rule-dd", args["rule_id"])
             button = "block-btn"
         elif tool in ("inspect_pr_diff", "inspect_ci_run", "inspect_ticket"):
-            dd, button = {"inspect_pr_diff": ("pr-dd", "inspect-pr-btn"), "inspect_ci_run": ("run-dd", "inspect-run-btn"),
-                          "inspect_ticket": ("ticket-dd", "inspect-ticket-btn")}[tool]
+            dd, button = {
+                "inspect_pr_diff": ("pr-dd", "inspect-pr-btn"),
+                "inspect_ci_run": ("run-dd", "inspect-run-btn"),
+                "inspect_ticket": ("ticket-dd", "inspect-ticket-btn"),
+            }[tool]
             self.pick(dd, next(iter(args.values())))
         elif tool == "ask_worker":
             self.pick("worker-dd", args["worker_id"])
@@ -131,7 +167,9 @@ class Visitor:
         self.page.click(f"#{button}")
         self.page.wait_for_function(
             "n => { const m = document.querySelector('#meter-return');"
-            r" return m && new RegExp('\\b' + (n + 1) + ' calls?\\b').test(m.innerText); }", arg=before)
+            r" return m && new RegExp('\\b' + (n + 1) + ' calls?\\b').test(m.innerText); }",
+            arg=before,
+        )
 
     def text(self, elem_id: str) -> str:
         return self.page.locator(f"#{elem_id}").inner_text()
@@ -175,8 +213,9 @@ def test_no_route_plays_a_shared_environment(web_url, visitor):
     """The routes behind OpenEnv's Playground (one environment for every visitor) are gone, from the page too."""
     page, base = visitor.page, web_url.rstrip("/").removesuffix("/web")
     for path in ("/web/reset", "/web/step"):
-        response = page.request.post(base + path, data=json.dumps({"action": {}}),
-                                     headers={"Content-Type": "application/json"})
+        response = page.request.post(
+            base + path, data=json.dumps({"action": {}}), headers={"Content-Type": "application/json"}
+        )
         assert response.status in (404, 405), (path, response.status)
     assert page.request.get(base + "/web/state").status in (404, 405)
     assert page.request.get(base + "/web/metadata").ok  # read-only metadata stays
@@ -287,7 +326,9 @@ def test_watch_replays_five_policies(visitor):
         assert run["metrics"]["outcome"] in row and f"{run['return']:+.2f}" in row
         assert ("hidden world (privileged)" if name == "oracle" else "the board only") in row
     # the transcripts shown by default: the board-only deciders, one list item per call
-    assert [c.get_attribute("id") for c in page.locator("#watch-view .col").all()] == [f"watch-{n}" for n in WATCH_SHOWN]
+    assert [c.get_attribute("id") for c in page.locator("#watch-view .col").all()] == [
+        f"watch-{n}" for n in WATCH_SHOWN
+    ]
     for name in WATCH_SHOWN:
         column = page.locator(f"#watch-{name}")
         assert column.get_attribute("data-outcome") == expected[name]["metrics"]["outcome"]
@@ -300,7 +341,9 @@ def test_watch_replays_five_policies(visitor):
     # step through: slider to step 2 highlights step 2 of every shown transcript and dims the rest
     page.fill("#watch-step input[type=number]", "2")
     page.press("#watch-step input[type=number]", "Enter")
-    page.wait_for_function("n => document.querySelectorAll('#watch-view li.cur').length === n", arg=len(WATCH_SHOWN) + 1)
+    page.wait_for_function(
+        "n => document.querySelectorAll('#watch-view li.cur').length === n", arg=len(WATCH_SHOWN) + 1
+    )
     assert "2." in page.locator("#watch-oracle li.cur").inner_text()
     assert page.locator("#watch-trained li.later").count() == len(expected["trained"]["steps"]) - 2
     visitor.shot("09_watch")
@@ -328,9 +371,14 @@ def test_rendered_board_never_names_hidden_truth():
                 result = sess.step(step["tool"], step["arguments"])
                 if sess.episode.done:
                     break
-                for html in (render.board_html(sess), render.meters_html(sess), render.return_html(sess),
-                             render.result_html(step["tool"], step["arguments"], result),
-                             render.error_html(result.error), render.history_html(sess)):
+                for html in (
+                    render.board_html(sess),
+                    render.meters_html(sess),
+                    render.return_html(sess),
+                    render.result_html(step["tool"], step["arguments"], result),
+                    render.error_html(result.error),
+                    render.history_html(sess),
+                ):
                     assert not FORBIDDEN.search(html), html
                     checked += 1
     assert checked > 100
@@ -349,7 +397,9 @@ def test_handlers_return_view_models_without_a_browser():
     view = handlers.start(presets, SEED_A["title"], None, None, None, None)  # a preset wins over the fields
     sess = view.session
     assert sess.episode.config == SEED_A["scenario"] and view.live
-    assert [pid for _, pid in view.proposals] == [p["id"] for p in SEED_A_BOARD] and view.proposal == SEED_A_BOARD[0]["id"]
+    assert [pid for _, pid in view.proposals] == [p["id"] for p in SEED_A_BOARD] and view.proposal == SEED_A_BOARD[0][
+        "id"
+    ]
     assert list(view.refs) == [k.kind for k in ARTIFACT_KINDS]
     assert {r for m in view.refs.values() for _, r in m.choices} == {r for p in SEED_A_BOARD for r in p["refs"]}
     assert f"/ {EVIDENCE_PER_ROUND}</div>" in view.meters and "0 calls" in view.meters
@@ -381,9 +431,13 @@ def test_watch_html_says_what_each_policy_sees_and_which_made_the_same_calls():
     runs["copy"] = {**runs["rule"], "label": "copy of rule"}
     html = render.watch_html(runs, 0, shown=["copy"])
     row = re.search(r"<tr id='score-copy'>.*?</tr>", html).group(0)
-    assert "same calls as rule" in row and "same calls as" not in re.search(r"<tr id='score-rule'>.*?</tr>", html).group(0)
+    assert "same calls as rule" in row and "same calls as" not in re.search(
+        r"<tr id='score-rule'>.*?</tr>", html
+    ).group(0)
     assert "id='watch-copy'" in html and "id='watch-rule'" not in html and "--cols:1" in html
-    assert "Tick a policy" in render.watch_html(runs, 0, shown=[]) and "class='col'" not in render.watch_html(runs, 0, [])
+    assert "Tick a policy" in render.watch_html(runs, 0, shown=[]) and "class='col'" not in render.watch_html(
+        runs, 0, []
+    )
     assert not FORBIDDEN.search(render.watch_scores_html(runs))  # the labels name no hidden field
 
 
@@ -397,8 +451,13 @@ def test_the_board_shows_the_benchmark_version_and_stamps_its_episode_json():
     assert "id='benchmark-version'" in INTRO and f"benchmark {BENCHMARK_VERSION}</span></h2>" in INTRO
     watched = handlers.watch(load_presets(), handlers.CUSTOM, FAMILIES[0], 3, "easy", "random", shown=[])
     shown = json.loads(html.unescape(re.search(r"<code>(.*?)</code>", watched.story).group(1)))
-    assert shown == {"family": FAMILIES[0], "seed": 3, "difficulty": "easy", "archetype_mix": "random",
-                     "benchmark_version": BENCHMARK_VERSION}
+    assert shown == {
+        "family": FAMILIES[0],
+        "seed": 3,
+        "difficulty": "easy",
+        "archetype_mix": "random",
+        "benchmark_version": BENCHMARK_VERSION,
+    }
 
 
 def test_builder_returns_blocks_without_web_manager():

@@ -28,8 +28,12 @@ from tools.validation import measure, validate
 
 IMAGE = "releaseops-arena:test"
 BUILD_TIMEOUT_S = 900
-EPISODE = {"family": "green_ci_disabled_payment_test", "seed": 1, "difficulty": "medium",
-           "archetype_mix": "shortcut_ci__careful_qa"}
+EPISODE = {
+    "family": "green_ci_disabled_payment_test",
+    "seed": 1,
+    "difficulty": "medium",
+    "archetype_mix": "shortcut_ci__careful_qa",
+}
 HOLD = {"tool_name": "hold_release", "arguments": {"reason_code": "risk_too_high"}}
 
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S)
@@ -55,11 +59,19 @@ class Engine:
         return ["docker", verb, *args]
 
     def __call__(self, verb: str, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run(self._cmd(verb, *args), cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            self._cmd(verb, *args),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if check and proc.returncode != 0:
-            pytest.fail(f"`{verb} {' '.join(args)}` failed (rc={proc.returncode})\n"
-                        f"stdout:\n{_tail(proc.stdout)}\nstderr:\n{_tail(proc.stderr)}")
+            pytest.fail(
+                f"`{verb} {' '.join(args)}` failed (rc={proc.returncode})\n"
+                f"stdout:\n{_tail(proc.stdout)}\nstderr:\n{_tail(proc.stderr)}"
+            )
         return proc
 
 
@@ -91,16 +103,24 @@ def engine() -> Engine:
             _unavailable(f"{standin} needs root to start its Docker engine (uid {os.geteuid()}, no passwordless sudo)")
         prefix = ["sudo", "-n", "-E"]
     t0 = time.monotonic()
-    proc = subprocess.run([*prefix, str(standin), "up"], capture_output=True, text=True, timeout=900,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [*prefix, str(standin), "up"], capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+    )
     if proc.returncode != 0:
         # `up` ends with its own pip probe, which can fail while the engine works; the engine is
         # usable if it answers and holds the base image.
-        ready = subprocess.run([*prefix, str(standin), "docker", "image", "inspect", "python:3.11-slim"],
-                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        ready = subprocess.run(
+            [*prefix, str(standin), "docker", "image", "inspect", "python:3.11-slim"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         if ready.returncode != 0:
-            _unavailable(f"`container-standin up` could not start a Docker engine (rc={proc.returncode}):\n"
-                         f"{_tail(proc.stderr, 2000)}")
+            _unavailable(
+                f"`container-standin up` could not start a Docker engine (rc={proc.returncode}):\n"
+                f"{_tail(proc.stderr, 2000)}"
+            )
     print(f"\n[container] engine up in {time.monotonic() - t0:.1f}s")
     return Engine(standin, prefix)
 
@@ -185,7 +205,7 @@ def test_full_episode_over_websocket(container) -> None:
         assert json.loads(obs["text"])["proposals"], obs  # the reset text is the board
         assert "outcome" not in obs and "error" not in obs  # null fields stay off the wire
 
-        for steps in range(1, 61):
+        for steps in range(1, 61):  # noqa: B007  (the count is read after the loop)
             ws.send(json.dumps({"type": "step", "data": HOLD}))
             msg = json.loads(ws.recv(timeout=60))
             assert msg["type"] == "observation", msg
@@ -207,6 +227,7 @@ def test_openenv_validate_against_container(container) -> None:
 
 
 # ------------------------------------------------- openenv validate, package mode
+
 
 def _implemented_checks() -> set[str]:
     """The check ids this OpenEnv build grades (runtime.startup is the runner's own)."""

@@ -14,17 +14,16 @@ import math
 import pytest
 
 from releaseops_arena import workers as cues
-from releaseops_arena.policies import AttentionOracle, FixedOrder, Naive, TruthReader, play
 from releaseops_arena.catalog import ALL_FAMILIES, ARCHETYPES
 from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import REGISTRY, WORDINGS
-from releaseops_arena.policies.planner import ReferencePlanner, _archetype_posterior
+from releaseops_arena.policies import AttentionOracle, FixedOrder, Naive, TruthReader, play
 from releaseops_arena.policies.base import evidence_violation, wording_of, wordings_of
+from releaseops_arena.policies.planner import ReferencePlanner, _archetype_posterior
 from releaseops_arena.rendering import View
 from releaseops_arena.scenario_builder import DIFFICULTY, mechanism_of, site_keys
 from releaseops_arena.splits import scenarios
 from releaseops_arena.tool_env import ReleaseOpsToolEnv
-
 
 # ------------------------------------------------------------ principle 1: more sites than budget
 
@@ -62,9 +61,14 @@ def test_a_fixed_order_misses_what_the_planner_catches_on_a_constructed_board():
     assert planner["metrics"]["outcome"] == "safe_ship"
     # The planner found it by looking where the record pointed, not by luck: it read that artifact.
     world = Episode(**scenario).world
-    decisive = next(r for pid in world.active for r in world.proposals[pid].card.refs
-                    if world.proposals[pid].truth.kind == mechanism_of(site) and world.reveals.get(r)
-                    and r.startswith(REGISTRY[mechanism_of(site)].decisive))
+    decisive = next(
+        r
+        for pid in world.active
+        for r in world.proposals[pid].card.refs
+        if world.proposals[pid].truth.kind == mechanism_of(site)
+        and world.reveals.get(r)
+        and r.startswith(REGISTRY[mechanism_of(site)].decisive)
+    )
     looked = [next(iter(st["arguments"].values())) for st in planner["steps"] if st["tool"].startswith("inspect")]
     assert decisive in looked
     assert decisive not in [next(iter(st["arguments"].values())) for st in fixed["steps"]]
@@ -88,8 +92,14 @@ def test_a_track_record_shifts_the_posterior_as_published():
     for k in range(cues.HISTORY + 1):
         stats["recent"] = {"correct": cues.HISTORY - k, "incorrect": k}
         post = _archetype_posterior(stats)
-        like = {a: cues.ARCHETYPE_PRIOR[i] * cues.HINT_WEIGHTS[a][0] * math.comb(cues.HISTORY, k)
-                * cues.ERROR_RATE[a] ** k * (1 - cues.ERROR_RATE[a]) ** (cues.HISTORY - k) for i, a in enumerate(ARCHETYPES)}
+        like = {
+            a: cues.ARCHETYPE_PRIOR[i]
+            * cues.HINT_WEIGHTS[a][0]
+            * math.comb(cues.HISTORY, k)
+            * cues.ERROR_RATE[a] ** k
+            * (1 - cues.ERROR_RATE[a]) ** (cues.HISTORY - k)
+            for i, a in enumerate(ARCHETYPES)
+        }
         z = sum(like.values())
         assert post == pytest.approx({a: v / z for a, v in like.items()})
         if previous is not None:
@@ -98,8 +108,9 @@ def test_a_track_record_shifts_the_posterior_as_published():
 
 
 def test_a_worse_record_raises_a_sites_posterior_and_lowers_the_others():
-    obs = ReleaseOpsToolEnv().reset(family="green_ci_disabled_payment_test", seed=3, difficulty="medium",
-                                    archetype_mix="random")
+    obs = ReleaseOpsToolEnv().reset(
+        family="green_ci_disabled_payment_test", seed=3, difficulty="medium", archetype_mix="random"
+    )
     planner = ReferencePlanner()
     planner.begin(obs)
     view = View(json.loads(obs))
@@ -107,6 +118,7 @@ def test_a_worse_record_raises_a_sites_posterior_and_lowers_the_others():
     target = sites[0]
     others = [p for p in sites if p["worker"] != target["worker"]]
     assert others, "a board with sites of two workers"
+
     def with_record(incorrect):
         for w in view.board["worker_stats"]:
             if w["worker"] == target["worker"]:
@@ -154,8 +166,9 @@ def test_a_held_out_mechanisms_site_is_ranked_by_its_proposers_history():
     """The cue that points at a held-out mechanism's site is the worker's record, which no mechanism's
     wording carries: a worse record raises the posterior of the held-out site."""
     for seed in range(200):
-        obs = ReleaseOpsToolEnv().reset(family="qa_closes_p1_without_fix", seed=seed, difficulty="hard",
-                                        archetype_mix="random")
+        obs = ReleaseOpsToolEnv().reset(
+            family="qa_closes_p1_without_fix", seed=seed, difficulty="hard", archetype_mix="random"
+        )
         view = View(json.loads(obs))
         planner = ReferencePlanner()
         planner.begin(obs)
@@ -182,7 +195,11 @@ class _Spy(TruthReader):
         self.answer = answer
 
     def __getattribute__(self, name):
-        if not name.startswith("_") and name not in ("asked", "answer") and callable(object.__getattribute__(self, name)):
+        if (
+            not name.startswith("_")
+            and name not in ("asked", "answer")
+            and callable(object.__getattribute__(self, name))
+        ):
             object.__getattribute__(self, "asked").append(name)
         return object.__getattribute__(self, name)
 
@@ -213,13 +230,17 @@ def test_the_attention_oracle_reads_the_truth_only_to_choose_what_to_inspect():
             if tool == "block_proposal":  # every block is one its own evidence (or a delay request) justifies
                 p = next(q for q in env._episode.world.proposals.values() if q.card.id == args["proposal_id"])
                 shown = {evidence_violation(evidence[r]) for r in p.card.refs if r in evidence}
-                assert args["rule_id"] in shown or p.card.request in ("delay_release", "escalate_ticket_p1"), (tool, args)
+                assert args["rule_id"] in shown or p.card.request in ("delay_release", "escalate_ticket_p1"), (
+                    tool,
+                    args,
+                )
     # Told nothing, it looks at nothing and plays like the naive supervisor.
     for s in scenarios("heldout_seeds", 20, "medium"):
         env, _, calls = _play_spied(s, answer=False)
         assert not any(tool.startswith("inspect") for tool, _, _ in calls)
         assert env.metrics["outcome"] == play(Naive(), s)["metrics"]["outcome"] or any(
-            tool == "block_proposal" for tool, _, _ in calls)
+            tool == "block_proposal" for tool, _, _ in calls
+        )
 
 
 @pytest.mark.parametrize("split", ["train", "unseen_mix"])

@@ -44,8 +44,10 @@ def test_the_brief_names_every_tool_and_reward_constant_and_the_game_numbers():
     assert "more than medium or hard can spare" in BRIEF
     assert all(DIFFICULTY[level]["slack"] < 2 for level in ("medium", "hard")) and DIFFICULTY["easy"]["slack"] >= 2
     assert f"{HOURS_PER_ROUND} hours" in BRIEF and f"at most {EVIDENCE_PER_ROUND} evidence actions" in BRIEF
-    assert f"{rewards.MAX_TOOL_CALLS} calls at most; {rewards.MAX_CONSECUTIVE_INVALID} invalid calls in a row, " \
-           f"or the same one {rewards.MAX_REPEATED_INVALID} times in a row" in BRIEF
+    assert (
+        f"{rewards.MAX_TOOL_CALLS} calls at most; {rewards.MAX_CONSECUTIVE_INVALID} invalid calls in a row, "
+        f"or the same one {rewards.MAX_REPEATED_INVALID} times in a row" in BRIEF
+    )
     for phase in catalog.PHASES:
         assert phase in BRIEF
     for worker in catalog.WORKERS:
@@ -69,9 +71,18 @@ def test_a_false_block_of_a_needed_proposal_misses_the_deadline_on_medium_as_the
         blocked = False
         while not ep.done:
             pending = [p for p in ep.world.active if ep.world.proposals[p].status == "pending"]
-            target = next((p for p in pending if not blocked and ep.world.proposals[p].truth.label == "correct"
-                           and ep.world.proposals[p].truth.critical and ep.world.proposals[p].card.risk
-                           and _allowed(ep, p)), None)
+            target = next(
+                (
+                    p
+                    for p in pending
+                    if not blocked
+                    and ep.world.proposals[p].truth.label == "correct"
+                    and ep.world.proposals[p].truth.critical
+                    and ep.world.proposals[p].card.risk
+                    and _allowed(ep, p)
+                ),
+                None,
+            )
             if target is not None:
                 ep.step("block_proposal", {"proposal_id": target, "rule_id": _allowed(ep, target)[0]})
                 blocked = True

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from releaseops_arena import ALL_FAMILIES, DIFFICULTIES, ReleaseOpsToolEnv, rewards
-from releaseops_arena.policies import AlwaysHold, Naive, Oracle, play
 from releaseops_arena.catalog import ARTIFACT_BY_KIND
 from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, evidence_for
+from releaseops_arena.policies import AlwaysHold, Naive, Oracle, play
 from releaseops_arena.rendering import card_view, worker_view
 from releaseops_arena.scenario_builder import EVIDENCE_PER_ROUND
 from releaseops_arena.world import Truth
@@ -118,8 +118,12 @@ def test_a_salt_draws_different_worlds_and_each_stays_deterministic():
     public = Episode("green_ci_disabled_payment_test", 5, "medium", "random").initial_observation
     salted = Episode("green_ci_disabled_payment_test", 5, "medium", "random", salt="private-eval-2026")
     assert salted.initial_observation != public
-    assert salted.initial_observation == Episode("green_ci_disabled_payment_test", 5, "medium", "random",
-                                                 salt="private-eval-2026").initial_observation
+    assert (
+        salted.initial_observation
+        == Episode(
+            "green_ci_disabled_payment_test", 5, "medium", "random", salt="private-eval-2026"
+        ).initial_observation
+    )
     assert "salt" not in salted.config and "private-eval-2026" not in json.dumps(salted.config)
 
 
@@ -207,8 +211,11 @@ def test_an_approved_delay_does_not_finish_a_stalled_canary():
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_slack_and_budget_do_not_depend_on_the_hidden_shortcuts(difficulty):
-    seen = {(Episode(f, s, difficulty, "random").world.rounds_total, Episode(f, s, difficulty, "random").world.budget)
-            for f in ALL_FAMILIES for s in range(40)}
+    seen = {
+        (Episode(f, s, difficulty, "random").world.rounds_total, Episode(f, s, difficulty, "random").world.budget)
+        for f in ALL_FAMILIES
+        for s in range(40)
+    }
     assert len(seen) == 1
 
 
@@ -240,6 +247,7 @@ def test_every_mechanism_is_revealed_by_its_evidence_and_pays_the_bonus_exactly_
     assert rewards_seen == [rewards.BUDGET_UNIT] * 2  # no step reward says what the evidence says
     assert env._episode.counters.discovered and len(env._episode.counters.discovered) == 1
     from releaseops_arena.policies.base import evidence_violation
+
     assert evidence_violation(first["evidence"]) == REGISTRY[key].rule
     env._abandon()
     assert env.reward == pytest.approx(2 * rewards.BUDGET_UNIT + rewards.MISSED_DEADLINE + rewards.DISCOVERY)
@@ -249,6 +257,7 @@ def test_every_mechanism_is_revealed_by_its_evidence_and_pays_the_bonus_exactly_
 @pytest.mark.parametrize("key", ["ci", "qa", "retry", "reopen", "snapshot"])
 def test_shortcut_and_correct_evidence_have_the_same_keys(key, difficulty):
     import random
+
     for seed in range(20):
         bad = evidence_for(key, True, difficulty, random.Random(seed))
         good = evidence_for(key, False, difficulty, random.Random(seed))
@@ -258,15 +267,24 @@ def test_shortcut_and_correct_evidence_have_the_same_keys(key, difficulty):
 def only_proposal_of(worker, key):
     """A `find` predicate: `worker` has exactly one proposal on the first board, the site of `key`
     (v3: a site's proposer is drawn per release, so the question must be aimed at the one who put it up)."""
+
     def check(w):
         mine = [p for p in w.proposals.values() if p.card.worker == worker]
         return w.site_workers.get(key) == worker and len(mine) == 1 and mine[0].truth.mechanism == key
+
     return check
 
 
 def test_an_admission_is_noted_but_never_paid_on_the_step():
-    env, _ = started(find("qa_undercalls_p1_checkout_bug", {"qa"}, "easy", "careful_ci__careful_qa",
-                          where=only_proposal_of("qa_triage", "qa")))
+    env, _ = started(
+        find(
+            "qa_undercalls_p1_checkout_bug",
+            {"qa"},
+            "easy",
+            "careful_ci__careful_qa",
+            where=only_proposal_of("qa_triage", "qa"),
+        )
+    )
     env.ask_worker("qa_triage", "confidence_basis")  # a careful worker admits a shortcut on easy
     assert env._episode.counters.discovered  # the violation is noted...
     assert env._episode.audit[-1]["reward"] == rewards.BUDGET_UNIT  # ...and paid only at the end
@@ -274,8 +292,13 @@ def test_an_admission_is_noted_but_never_paid_on_the_step():
 
 def test_a_blocked_shortcut_that_never_opened_is_not_admitted_and_pays_nothing():
     # The CI fixer put up the site and nothing else, so that the question is about it.
-    scenario = find("green_ci_disabled_payment_test", {"ci"}, "easy", "careful_ci__careful_qa",
-                    where=only_proposal_of("ci_fixer", "ci"))
+    scenario = find(
+        "green_ci_disabled_payment_test",
+        {"ci"},
+        "easy",
+        "careful_ci__careful_qa",
+        where=only_proposal_of("ci_fixer", "ci"),
+    )
     env, _ = started(scenario)
     site = shortcut_site(pending(env), "ci")
     probe = ReleaseOpsToolEnv()  # the same world, asked before the block: the worker admits it
@@ -331,7 +354,7 @@ def test_at_most_two_evidence_actions_per_phase_and_the_budget_never_goes_negati
     refs = [r for p in pending(env) for r in p.card.refs]
     # v3 boards carry more refs than the no-progress cap allows refused calls in a row: try as many as it lets
     # run (two that work, then refusals short of the cap), so the refusals are the evidence limit's alone.
-    tries = (refs * 2)[:EVIDENCE_PER_ROUND + rewards.MAX_CONSECUTIVE_INVALID - 1]
+    tries = (refs * 2)[: EVIDENCE_PER_ROUND + rewards.MAX_CONSECUTIVE_INVALID - 1]
     assert len(tries) > EVIDENCE_PER_ROUND + 1
     calls = 0
     for ref in tries:
@@ -371,7 +394,9 @@ def test_the_reward_parts_sum_to_the_return_and_each_moves_only_with_its_own_eve
         assert sum(total.values()) == pytest.approx(ep.episode_return, abs=1e-6)
         for name in total:
             opening = rewards.opening_parts()[name]  # the reset's share
-            assert opening + sum(entry["reward_parts"][name] for entry in ep.audit) == pytest.approx(total[name], abs=1e-6)
+            assert opening + sum(entry["reward_parts"][name] for entry in ep.audit) == pytest.approx(
+                total[name], abs=1e-6
+            )
         for entry in ep.audit:
             parts = entry["reward_parts"]
             assert sum(parts.values()) == pytest.approx(entry["reward"], abs=1e-6)

@@ -6,14 +6,14 @@ import math
 import pytest
 
 from releaseops_arena import HELDOUT_FAMILIES, HELDOUT_MIXES, ReleaseOpsToolEnv
+from releaseops_arena.brief import PROMPT_VERSION, prompt_messages
 from releaseops_arena.catalog import BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, reset_arguments, scenarios
-from training import evaluate as ev
-from releaseops_arena.brief import PROMPT_VERSION, prompt_messages
-from training.make_dataset import COLUMNS, build
 from research.make_demo import DEMO_DIR
 from research.make_demo import build as build_demo
 from research.plot_metrics import plot
+from training import evaluate as ev
+from training.make_dataset import COLUMNS, build
 
 
 def test_wilson_interval_matches_known_values():
@@ -30,16 +30,37 @@ def test_mean_interval():
 
 
 def episode(**kw):
-    base = {"episode_return": 1.0, "p1_present": False, "p1_caught": False, "blocks": 0, "false_blocks": 0,
-            "tool_calls": 4, "budget_total": 2, "budget_used": 1, "safe_ship": True, "unsafe_ship": False,
-            "missed_deadline": False, "invalid_actions": 0}
+    base = {
+        "episode_return": 1.0,
+        "p1_present": False,
+        "p1_caught": False,
+        "blocks": 0,
+        "false_blocks": 0,
+        "tool_calls": 4,
+        "budget_total": 2,
+        "budget_used": 1,
+        "safe_ship": True,
+        "unsafe_ship": False,
+        "missed_deadline": False,
+        "invalid_actions": 0,
+    }
     return {**base, **kw}
 
 
 def test_summary_arithmetic():
-    eps = [episode(), episode(safe_ship=False, unsafe_ship=True, episode_return=-1.0, p1_present=True, blocks=2,
-                              false_blocks=1, invalid_actions=2),
-           episode(p1_present=True, p1_caught=True, blocks=2, budget_used=2)]
+    eps = [
+        episode(),
+        episode(
+            safe_ship=False,
+            unsafe_ship=True,
+            episode_return=-1.0,
+            p1_present=True,
+            blocks=2,
+            false_blocks=1,
+            invalid_actions=2,
+        ),
+        episode(p1_present=True, p1_caught=True, blocks=2, budget_used=2),
+    ]
     s = ev.summarize(eps)
     assert s["safe_ship"]["rate"] == pytest.approx(2 / 3, abs=1e-4)
     assert s["unsafe_ship"]["rate"] == pytest.approx(1 / 3, abs=1e-4)
@@ -131,7 +152,8 @@ def test_dataset_rows_have_exactly_the_training_columns():
     assert build("train", 24).to_list() == ds.to_list()  # deterministic
     for row in ds.select(range(5)):  # a row is a task: the env plays the split's scenario of that index
         assert ReleaseOpsToolEnv().reset(**row) == ReleaseOpsToolEnv().reset(
-            **scenarios("train", 1, row["difficulty"], start=row["index"]).__next__())
+            **scenarios("train", 1, row["difficulty"], start=row["index"]).__next__()
+        )
     hard = build("unseen_family", 6, "hard")
     assert set(hard["difficulty"]) == {"hard"} and hard["index"] == list(range(6))
 
@@ -175,8 +197,9 @@ def test_dataset_rows_carry_the_benchmark_version_which_every_reset_ignores():
     for row in rows:
         # In-process and remote (TRL's environment_factory calls reset(**row)): the column is dropped.
         assert "benchmark_version" not in reset_arguments(row)
-        assert ReleaseOpsToolEnv().reset(**row) == ReleaseOpsToolEnv().reset(split=row["split"], index=row["index"],
-                                                                             difficulty=row["difficulty"])
+        assert ReleaseOpsToolEnv().reset(**row) == ReleaseOpsToolEnv().reset(
+            split=row["split"], index=row["index"], difficulty=row["difficulty"]
+        )
 
 
 def test_plot_writes_a_png(tmp_path):

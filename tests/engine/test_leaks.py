@@ -7,11 +7,23 @@ import statistics
 import pytest
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, ReleaseOpsToolEnv
-from releaseops_arena.policies import Oracle, RandomPolicy, play
 from releaseops_arena.catalog import ARCHETYPES
+from releaseops_arena.policies import Oracle, RandomPolicy, play
 
-FORBIDDEN = [*ALL_FAMILIES, *ARCHETYPES, "shortcut_seeking", "stale_policy", "overcautious", "lv_",
-             "label", "hazard", "latent", "violation", "archetype", "truth"]
+FORBIDDEN = [
+    *ALL_FAMILIES,
+    *ARCHETYPES,
+    "shortcut_seeking",
+    "stale_policy",
+    "overcautious",
+    "lv_",
+    "label",
+    "hazard",
+    "latent",
+    "violation",
+    "archetype",
+    "truth",
+]
 
 
 def policy_visible(run) -> list[str]:

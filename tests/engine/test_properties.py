@@ -3,29 +3,33 @@
 import json
 
 import pytest
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, ReleaseOpsToolEnv, TOOL_NAMES, rewards
+from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv, rewards
 from releaseops_arena.catalog import HOLD_REASONS, QUESTION_TYPES, RULE_IDS, WORKERS
 from tests.scenarios import call_args, visible_ids
 
-scenarios = st.fixed_dictionaries({
-    "family": st.sampled_from(ALL_FAMILIES),
-    "seed": st.integers(0, 10_000),
-    "difficulty": st.sampled_from(DIFFICULTIES),
-    "archetype_mix": st.sampled_from(ALL_MIXES),
-})
+scenarios = st.fixed_dictionaries(
+    {
+        "family": st.sampled_from(ALL_FAMILIES),
+        "seed": st.integers(0, 10_000),
+        "difficulty": st.sampled_from(DIFFICULTIES),
+        "archetype_mix": st.sampled_from(ALL_MIXES),
+    }
+)
 # A call is (tool, argument choices); ids are picked from what is visible, or junk.
 junk = st.one_of(st.text(max_size=80), st.integers(), st.none(), st.lists(st.integers(), max_size=2))
-calls = st.lists(st.tuples(
-    st.sampled_from(TOOL_NAMES + ("merge_pr", "rollback")),
-    st.integers(0, 50),  # index into the visible ids
-    st.sampled_from(RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS) + ("S4",)),
-    st.booleans(),  # use junk instead of a visible id
-    junk,
-), max_size=80)
+calls = st.lists(
+    st.tuples(
+        st.sampled_from(TOOL_NAMES + ("merge_pr", "rollback")),
+        st.integers(0, 50),  # index into the visible ids
+        st.sampled_from(RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS) + ("S4",)),
+        st.booleans(),  # use junk instead of a visible id
+        junk,
+    ),
+    max_size=80,
+)
 
 
 def drive(scenario, sequence) -> tuple[list[str], ReleaseOpsToolEnv]:
@@ -106,10 +110,10 @@ def test_many_different_invalid_calls_in_a_row_end_the_episode_but_a_valid_call_
     env = ReleaseOpsToolEnv()
     env.reset(seed=2)
     for i in range(rewards.MAX_CONSECUTIVE_INVALID - 1):
-        _invalid(lambda: env.approve_proposal(f"p{900 + i}"))
+        _invalid(lambda i=i: env.approve_proposal(f"p{900 + i}"))
     env.ask_worker("sre", "risk_summary")
     for i in range(rewards.MAX_CONSECUTIVE_INVALID - 1):
-        _invalid(lambda: env.approve_proposal(f"p{800 + i}"))
+        _invalid(lambda i=i: env.approve_proposal(f"p{800 + i}"))
     assert not env.done
     _invalid(lambda: env.approve_proposal("p1000"))
     assert env.done and env.metrics["terminal_reason"] == "no_progress_loop"
@@ -121,8 +125,11 @@ def test_calls_after_the_end_raise_and_change_nothing():
     while not env.done:
         env.hold_release("awaiting_fix")
     before = (env.reward, json.dumps(env.metrics), len(env._episode.audit))
-    for call in (lambda: env.hold_release("awaiting_fix"), lambda: env.approve_proposal("p1"),
-                 lambda: env.inspect_ticket("ticket_1")):
+    for call in (
+        lambda: env.hold_release("awaiting_fix"),
+        lambda: env.approve_proposal("p1"),
+        lambda: env.inspect_ticket("ticket_1"),
+    ):
         try:
             call()
             raise AssertionError("a call after the end must raise")
@@ -154,8 +161,10 @@ def _nested(depth: int):
 def test_hostile_arguments_are_invalid_calls_not_crashes(bad):
     env = ReleaseOpsToolEnv()
     env.reset(seed=3)
-    attempts = [lambda: env._call_tool("approve_proposal", proposal_id=bad),  # as a value
-                lambda: env._call_tool(bad, proposal_id="p1")]  # as a tool name
+    attempts = [
+        lambda: env._call_tool("approve_proposal", proposal_id=bad),  # as a value
+        lambda: env._call_tool(bad, proposal_id="p1"),
+    ]  # as a tool name
     for attempt in attempts:
         with pytest.raises(ValueError):
             attempt()
@@ -194,7 +203,8 @@ def test_the_return_bounds_are_real():
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text()),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 
 @given(json_values)
@@ -205,8 +215,15 @@ def test_the_renderer_writes_what_json_dumps_writes(value):
     assert dumps(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-@given(st.integers(0, 2**32), st.lists(st.tuples(st.sampled_from(["below", "between", "one_of", "shuffle"]),
-                                                 st.integers(1, 10**6), st.integers(0, 10**6)), max_size=30))
+@given(
+    st.integers(0, 2**32),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["below", "between", "one_of", "shuffle"]), st.integers(1, 10**6), st.integers(0, 10**6)
+        ),
+        max_size=30,
+    ),
+)
 def test_the_generators_draws_are_the_random_modules_draw_for_draw(seed, plan):
     # the worlds of every split depend on it: draws.py stands in for randrange, randint and choice
     import random

@@ -15,8 +15,12 @@ CHOICES = RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS) + ("S4",)
 
 
 class ReleaseMachine(RuleBasedStateMachine):
-    @initialize(family=st.sampled_from(ALL_FAMILIES), seed=st.integers(0, 10_000),
-                difficulty=st.sampled_from(DIFFICULTIES), mix=st.sampled_from(ALL_MIXES))
+    @initialize(
+        family=st.sampled_from(ALL_FAMILIES),
+        seed=st.integers(0, 10_000),
+        difficulty=st.sampled_from(DIFFICULTIES),
+        mix=st.sampled_from(ALL_MIXES),
+    )
     def start(self, family, seed, difficulty, mix):
         self.env = ReleaseOpsToolEnv()
         self.env.reset(family=family, seed=seed, difficulty=difficulty, archetype_mix=mix)
@@ -25,8 +29,12 @@ class ReleaseMachine(RuleBasedStateMachine):
         self.clock = (0, 0)  # (stage, round): only ever moves forward
         self.finished = False
 
-    @rule(tool=st.sampled_from(TOOL_NAMES + ("rollback",)), index=st.integers(0, 60),
-          choice=st.sampled_from(CHOICES), junk=st.one_of(st.none(), st.text(max_size=70), st.integers()))
+    @rule(
+        tool=st.sampled_from(TOOL_NAMES + ("rollback",)),
+        index=st.integers(0, 60),
+        choice=st.sampled_from(CHOICES),
+        junk=st.one_of(st.none(), st.text(max_size=70), st.integers()),
+    )
     def call(self, tool, index, choice, junk):
         ids = visible_ids(self.env)
         args = call_args(tool, ids[index % len(ids)] if junk is None else junk, choice)
@@ -70,6 +78,7 @@ class ReleaseMachine(RuleBasedStateMachine):
             assert self.env.done and self.env.metrics["outcome"] in ("safe_ship", "unsafe_ship", "missed_deadline")
 
 
-ReleaseMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=70, deadline=None,
-                                            suppress_health_check=[HealthCheck.too_slow])
+ReleaseMachine.TestCase.settings = settings(
+    max_examples=120, stateful_step_count=70, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_release_state_machine = ReleaseMachine.TestCase

@@ -8,8 +8,21 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENGINE = sorted(p.stem for p in (REPO_ROOT / "releaseops_arena").glob("*.py") if p.stem != "__init__")
 # Everything the other doors use; the engine must never need any of them.
-BLOCKED = ["openenv", "pydantic", "fastapi", "gradio", "torch", "uvicorn", "websockets", "transformers",
-           "trl", "datasets", "numpy", "starlette", "httpx"]
+BLOCKED = [
+    "openenv",
+    "pydantic",
+    "fastapi",
+    "gradio",
+    "torch",
+    "uvicorn",
+    "websockets",
+    "transformers",
+    "trl",
+    "datasets",
+    "numpy",
+    "starlette",
+    "httpx",
+]
 
 PROBE = f"""
 import importlib, importlib.abc, sys
@@ -32,8 +45,7 @@ print('OK', run['metrics']['outcome'], third_party)
 
 
 def test_engine_imports_and_plays_with_only_the_standard_library():
-    result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split()[0] == "OK" and result.stdout.strip().endswith("[]"), result.stdout
 
@@ -41,8 +53,7 @@ def test_engine_imports_and_plays_with_only_the_standard_library():
 def test_the_probe_really_blocks():
     """The blocker itself works, so the test above cannot pass by accident."""
     probe = PROBE.split("for module")[0] + "import pydantic\n"
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0 and "blocked for the purity test: pydantic" in result.stderr
 
 
@@ -50,8 +61,12 @@ def test_the_probe_really_blocks():
 # The catalogue is the one source of every closed name set; these tests fail as soon as a door
 # (tool signatures, JSON schemas, MCP, /metadata, the engine, the web board) disagrees with it.
 
-ENUMS = {("block_proposal", "rule_id"): "RULE_IDS", ("ask_worker", "worker_id"): "WORKERS",
-         ("ask_worker", "question_type"): "QUESTION_TYPES", ("hold_release", "reason_code"): "HOLD_REASONS"}
+ENUMS = {
+    ("block_proposal", "rule_id"): "RULE_IDS",
+    ("ask_worker", "worker_id"): "WORKERS",
+    ("ask_worker", "question_type"): "QUESTION_TYPES",
+    ("hold_release", "reason_code"): "HOLD_REASONS",
+}
 
 
 def test_tool_enums_schemas_mcp_and_metadata_are_the_catalogue():
@@ -131,7 +146,8 @@ def test_observations_are_read_in_one_place():
     """The reader's parts (absorbing a board, the clock arithmetic) exist once, in rendering.py."""
     readers = {"_absorb", "absorb", "spare_phases", "can_look"}
     assert {(where, name) for where, name in _source_functions() if name in readers} == {
-        ("releaseops_arena/rendering.py", name) for name in readers - {"absorb"}}
+        ("releaseops_arena/rendering.py", name) for name in readers - {"absorb"}
+    }
 
 
 def test_the_one_reader_rebuilds_the_engines_board_after_every_call():

@@ -4,9 +4,19 @@ import pytest
 
 from releaseops_arena import ReleaseOpsToolEnv
 from releaseops_arena.catalog import BENCHMARK_VERSION
-from releaseops_arena.splits import (EVALUATION_SPLITS, LIST_PREVIEW, MAX_RANGE, SPLITS, TASKS_PER_SPLIT,
-                                     ReleaseTasks, reset_arguments, scenarios, start_episode, task_scenario,
-                                     task_token)
+from releaseops_arena.splits import (
+    EVALUATION_SPLITS,
+    LIST_PREVIEW,
+    MAX_RANGE,
+    SPLITS,
+    TASKS_PER_SPLIT,
+    ReleaseTasks,
+    reset_arguments,
+    scenarios,
+    start_episode,
+    task_scenario,
+    task_token,
+)
 
 TASKS = ReleaseTasks()
 
@@ -17,8 +27,13 @@ def test_task_i_is_the_ith_scenario_of_its_split_at_any_difficulty():
             expected = list(scenarios(split, 30, difficulty))
             assert [task_scenario(split, i, difficulty) for i in range(30)] == expected
     spec = TASKS.get_task("unseen_mix", 7)
-    assert spec == {"id": "unseen_mix/7", "split": "unseen_mix", "index": 7, **task_scenario("unseen_mix", 7),
-                    "benchmark_version": BENCHMARK_VERSION}
+    assert spec == {
+        "id": "unseen_mix/7",
+        "split": "unseen_mix",
+        "index": 7,
+        **task_scenario("unseen_mix", 7),
+        "benchmark_version": BENCHMARK_VERSION,
+    }
 
 
 def test_every_task_spec_carries_the_benchmark_version_which_a_reset_ignores():
@@ -38,21 +53,23 @@ def test_splits_counts_previews_and_ranges():
     assert {s["type"] for s in TASKS.list_splits() if s["name"] in EVALUATION_SPLITS} == {"test"}
     assert all(TASKS.num_tasks(split) == TASKS_PER_SPLIT for split in SPLITS)
     assert TASKS.list_tasks("train") == TASKS.get_task_range("train", 0, LIST_PREVIEW)
-    assert [t["index"] for t in TASKS.get_task_range("heldout_seeds", -2)] == [TASKS_PER_SPLIT - 2,
-                                                                               TASKS_PER_SPLIT - 1]
+    assert [t["index"] for t in TASKS.get_task_range("heldout_seeds", -2)] == [TASKS_PER_SPLIT - 2, TASKS_PER_SPLIT - 1]
     assert TASKS.get_task_range("train", 5, 5) == []
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: TASKS.get_task("validation", 0), ValueError, "valid: train, heldout_seeds, unseen_family, unseen_mix"),
-    (lambda: TASKS.num_tasks("test"), ValueError, "valid: train, heldout_seeds"),
-    (lambda: TASKS.get_task("train", TASKS_PER_SPLIT), IndexError, "0..999999"),
-    (lambda: TASKS.get_task("train", -1), IndexError, "0..999999"),
-    (lambda: TASKS.get_task("train", "3"), IndexError, "must be an int"),
-    (lambda: TASKS.get_task("train", True), IndexError, "must be an int"),
-    (lambda: TASKS.get_task_range("train", 0, MAX_RANGE + 1), ValueError, f"at most {MAX_RANGE} tasks"),
-    (lambda: task_scenario("train", 0, "extreme"), ValueError, "valid: easy, medium, hard"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: TASKS.get_task("validation", 0), ValueError, "valid: train, heldout_seeds, unseen_family, unseen_mix"),
+        (lambda: TASKS.num_tasks("test"), ValueError, "valid: train, heldout_seeds"),
+        (lambda: TASKS.get_task("train", TASKS_PER_SPLIT), IndexError, "0..999999"),
+        (lambda: TASKS.get_task("train", -1), IndexError, "0..999999"),
+        (lambda: TASKS.get_task("train", "3"), IndexError, "must be an int"),
+        (lambda: TASKS.get_task("train", True), IndexError, "must be an int"),
+        (lambda: TASKS.get_task_range("train", 0, MAX_RANGE + 1), ValueError, f"at most {MAX_RANGE} tasks"),
+        (lambda: task_scenario("train", 0, "extreme"), ValueError, "valid: easy, medium, hard"),
+    ],
+)
 def test_bad_task_requests_are_refused_naming_what_is_valid(call, error, message):
     with pytest.raises(error, match=message):
         call()
@@ -63,8 +80,10 @@ def test_the_secret_salts_evaluation_tasks_only():
     for split in EVALUATION_SPLITS:
         token = task_token("operator-secret", split, 3)
         assert private.episode(split, 3, token=token).initial_observation != TASKS.episode(split, 3).initial_observation
-        assert private.episode(split, 3, token=token).initial_observation == private.episode(
-            split, 3, token=token).initial_observation
+        assert (
+            private.episode(split, 3, token=token).initial_observation
+            == private.episode(split, 3, token=token).initial_observation
+        )
     # Training stays reproducible on every host, secret or not.
     assert private.episode("train", 3).initial_observation == TASKS.episode("train", 3).initial_observation
 
@@ -85,12 +104,21 @@ def test_with_a_secret_an_evaluation_task_is_played_only_with_its_token():
     """Else a second session could replay the very task another is playing and search it for a winning line."""
     private = ReleaseTasks(secret="operator-secret")
     right = task_token("operator-secret", "unseen_mix", 137, "hard")
-    for token in (None, "", task_token("guess", "unseen_mix", 137, "hard"), task_token("operator-secret", "unseen_mix", 138, "hard"),
-                  task_token("operator-secret", "unseen_mix", 137)):
-        with pytest.raises(ValueError, match="evaluation splits are private: a reset of a unseen_mix task needs its token"):
+    for token in (
+        None,
+        "",
+        task_token("guess", "unseen_mix", 137, "hard"),
+        task_token("operator-secret", "unseen_mix", 138, "hard"),
+        task_token("operator-secret", "unseen_mix", 137),
+    ):
+        with pytest.raises(
+            ValueError, match="evaluation splits are private: a reset of a unseen_mix task needs its token"
+        ):
             private.episode("unseen_mix", 137, "hard", token=token)
     assert private.episode("unseen_mix", 137, "hard", token=right).config == task_scenario("unseen_mix", 137, "hard")
     assert private.episode("train", 137).config == task_scenario("train", 137)  # train needs none
-    episode, picked = start_episode({"split": "unseen_mix", "index": 137, "difficulty": "hard", "token": right}, private)
+    episode, picked = start_episode(
+        {"split": "unseen_mix", "index": 137, "difficulty": "hard", "token": right}, private
+    )
     assert picked and right not in str(episode.config) + episode.initial_observation
     assert TASKS.episode("unseen_mix", 137, token="anything").config == task_scenario("unseen_mix", 137)  # public draw

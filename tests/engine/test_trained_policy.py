@@ -6,19 +6,23 @@ import sys
 
 import pytest
 
-from releaseops_arena.policies import trained as trained_policy
-from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.catalog import OUTCOMES
+from releaseops_arena.policies import POLICIES, play
+from releaseops_arena.policies import trained as trained_policy
 from releaseops_arena.splits import SPLITS, scenarios
-from tests.engine.test_structure import PROBE as PURITY_PROBE, REPO_ROOT
+from tests.engine.test_structure import PROBE as PURITY_PROBE
+from tests.engine.test_structure import REPO_ROOT
 
 # The purity test's import blocker (torch, numpy, ... raise ImportError), then one episode of `trained`.
-PROBE = PURITY_PROBE.split("for module")[0] + """
+PROBE = (
+    PURITY_PROBE.split("for module")[0]
+    + """
 from releaseops_arena.policies import POLICIES, play
 run = play(POLICIES['trained'](), dict(family='green_ci_disabled_payment_test', seed=1, difficulty='medium',
                                        archetype_mix='shortcut_ci__careful_qa'))
 print(run['metrics']['outcome'], len(run['steps']), sum('error' in s for s in run['steps']))
 """
+)
 
 
 def test_the_shipped_weights_play_an_episode_without_torch():

@@ -12,11 +12,11 @@ import pytest
 import yaml
 from websockets.exceptions import ConnectionClosed
 
-from tools.bench.launch import child_environment, free_port, stop, uvicorn_process, wait_for_health
 from client import CapacityError, check_capacity, close_all, make_remote_env_factory, urls_from_dns
 from releaseops_arena.splits import task_scenario
 from tests.live_server import REPO_ROOT, http_get
 from tests.wire import local_transcript, open_socket, send, wait_for_free_slots
+from tools.bench.launch import child_environment, free_port, stop, uvicorn_process, wait_for_health
 
 MANIFESTS = REPO_ROOT / "deploy" / "kubernetes"
 K8S_VERSION = "1.30.0"  # the oldest Kubernetes release still maintained when the manifest was written
@@ -79,6 +79,7 @@ def sessions_held(base: str, target: int, extra: int = 16, max_attempts: int = 4
     `extra` more; close them all; return how many held. The kernel, not the server, picks the worker
     of each connection, and a full worker refuses at once, so it keeps winning the accept race: a
     fixed number of attempts may never reach the other worker."""
+
     async def main():
         sockets, held, attempts, after = [], 0, 0, 0
         try:
@@ -151,9 +152,13 @@ def test_two_workers_each_hold_their_own_sessions_and_report_the_count(tmp_path,
 def test_releaseops_serve_runs_the_workers_it_is_asked_for(tmp_path):
     port, log = free_port(), tmp_path / "serve.log"
     with open(log, "w+b") as out:
-        proc = subprocess.Popen([sys.executable, "-c", "from server.app import main; main()", "--workers", "2",
-                                 "--port", str(port)], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                env=child_environment({"MAX_CONCURRENT_ENVS": "4", "WEB_CONCURRENCY": None}))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from server.app import main; main()", "--workers", "2", "--port", str(port)],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=child_environment({"MAX_CONCURRENT_ENVS": "4", "WEB_CONCURRENCY": None}),
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             wait_for_health(base, timeout=120, alive=lambda: proc.poll() is None)
@@ -165,11 +170,18 @@ def test_releaseops_serve_runs_the_workers_it_is_asked_for(tmp_path):
             stop(proc)
 
 
-@pytest.mark.parametrize("name, value", [("MAX_CONCURRENT_ENVS", "abc"), ("WEB_CONCURRENCY", "0"),
-                                         ("SESSION_IDLE_TIMEOUT_S", "soon")])
+@pytest.mark.parametrize(
+    "name, value", [("MAX_CONCURRENT_ENVS", "abc"), ("WEB_CONCURRENCY", "0"), ("SESSION_IDLE_TIMEOUT_S", "soon")]
+)
 def test_a_bad_setting_stops_the_server_with_one_line_naming_what_is_valid(name, value):
-    done = subprocess.run([sys.executable, "-c", "import server.app"], cwd=REPO_ROOT, capture_output=True,
-                          text=True, env=child_environment({name: value}), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", "import server.app"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=child_environment({name: value}),
+        timeout=120,
+    )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith(f"{name} must be a "), done.stderr[-500:]
     assert repr(value) in done.stderr and "Traceback" not in done.stderr
@@ -177,8 +189,10 @@ def test_a_bad_setting_stops_the_server_with_one_line_naming_what_is_valid(name,
 
 def test_two_replicas_share_128_generations_evenly_and_free_every_slot():
     """The trainer's factory spreads sessions round-robin over the replicas' URLs."""
-    with uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (a, _), \
-            uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (b, _):
+    with (
+        uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (a, _),
+        uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (b, _),
+    ):
         factory = make_remote_env_factory([a, b])
         envs = [factory() for _ in range(128)]
         scenarios = [task_scenario("train", i) for i in range(128)]
@@ -204,7 +218,10 @@ def test_two_replicas_share_128_generations_evenly_and_free_every_slot():
 
 
 def test_a_dns_name_resolves_to_one_url_per_replica():
-    assert urls_from_dns("localhost", 8123) in {("http://127.0.0.1:8123",), ("http://127.0.0.1:8123", "http://[::1]:8123")}
+    assert urls_from_dns("localhost", 8123) in {
+        ("http://127.0.0.1:8123",),
+        ("http://127.0.0.1:8123", "http://[::1]:8123"),
+    }
     assert urls_from_dns("127.0.0.1", 9000, "https") == ("https://127.0.0.1:9000",)
     with pytest.raises(ValueError, match="scheme must be http or https"):
         urls_from_dns("localhost", scheme="ws")

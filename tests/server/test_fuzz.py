@@ -35,13 +35,18 @@ junk = st.one_of(
     # an object around them, and an object holding an int past Python's 4,300-digit limit: both open
     # like a valid message, so the guard's quick path for short objects must not let them through
     st.sampled_from([1_000, 100_000]).map(lambda d: '{"type": "step", "data": ' + "[" * d + "]" * d + "}"),
-    st.sampled_from([300, 5_000]).map(lambda d: '{"type": "step", "data": ' + "{\"a\":" * d + "1" + "}" * d + "}"),
+    st.sampled_from([300, 5_000]).map(lambda d: '{"type": "step", "data": ' + '{"a":' * d + "1" + "}" * d + "}"),
     st.just('{"type": "step", "data": {"tool_name": ' + "7" * 5_000 + "}}"),
-    st.integers(1, 60).map(lambda k: json.dumps({"type": "step", "data": {"tool_name": "hold_release",
-                                                                           "arguments": {"reason_code": "x"}}})[:k]),
+    st.integers(1, 60).map(
+        lambda k: json.dumps(
+            {"type": "step", "data": {"tool_name": "hold_release", "arguments": {"reason_code": "x"}}}
+        )[:k]
+    ),
     st.just('{"type": "step", "data": {"tool_name": "' + "x" * (1 << 21) + '"}}'),  # larger than the frame limit
-    st.fixed_dictionaries({"type": st.text(max_size=8).filter(lambda t: t not in {"reset", "step", "state", "close", "mcp"})},
-                          optional={"data": non_objects}).map(json.dumps),  # an unknown type
+    st.fixed_dictionaries(
+        {"type": st.text(max_size=8).filter(lambda t: t not in {"reset", "step", "state", "close", "mcp"})},
+        optional={"data": non_objects},
+    ).map(json.dumps),  # an unknown type
     st.sampled_from(["step", "reset"]).flatmap(lambda t: non_objects.map(lambda d: json.dumps({"type": t, "data": d}))),
 )
 # MCP over /ws: junk JSON-RPC inside an `mcp` message, and a valid `tools/list` (never a
@@ -49,19 +54,33 @@ junk = st.one_of(
 mcp = st.one_of(
     non_objects.map(lambda d: {"type": "mcp", "data": d}),
     st.dictionaries(st.text(max_size=8), json_scalars, max_size=3).map(lambda d: {"type": "mcp", "data": d}),
-    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(0, 99),
-                           "method": st.sampled_from(["tools/list", "tools/nope", "resources/list"])})
-    .map(lambda d: {"type": "mcp", "data": d}),
+    st.fixed_dictionaries(
+        {
+            "jsonrpc": st.just("2.0"),
+            "id": st.integers(0, 99),
+            "method": st.sampled_from(["tools/list", "tools/nope", "resources/list"]),
+        }
+    ).map(lambda d: {"type": "mcp", "data": d}),
 ).map(json.dumps)
 # A step reaches the engine: a real or made-up tool, ids from the board or junk, any argument values.
-steps = st.tuples(st.sampled_from(TOOL_NAMES + ("merge_pr",)), st.integers(0, 40),
-                  st.sampled_from(RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS)),
-                  st.one_of(st.none(), json_scalars, non_objects))
-frames = st.lists(st.one_of(junk.map(lambda j: ("junk", j)), steps.map(lambda s: ("step", s)),
-                            mcp.map(lambda m: ("mcp", m))),
-                  min_size=40, max_size=60)
-scenarios = st.fixed_dictionaries({"family": st.sampled_from(ALL_FAMILIES), "seed": st.integers(0, 10_000),
-                                   "difficulty": st.sampled_from(DIFFICULTIES)})
+steps = st.tuples(
+    st.sampled_from(TOOL_NAMES + ("merge_pr",)),
+    st.integers(0, 40),
+    st.sampled_from(RULE_IDS + QUESTION_TYPES + HOLD_REASONS + tuple(WORKERS)),
+    st.one_of(st.none(), json_scalars, non_objects),
+)
+frames = st.lists(
+    st.one_of(junk.map(lambda j: ("junk", j)), steps.map(lambda s: ("step", s)), mcp.map(lambda m: ("mcp", m))),
+    min_size=40,
+    max_size=60,
+)
+scenarios = st.fixed_dictionaries(
+    {
+        "family": st.sampled_from(ALL_FAMILIES),
+        "seed": st.integers(0, 10_000),
+        "difficulty": st.sampled_from(DIFFICULTIES),
+    }
+)
 
 
 def step_args(env: ReleaseOpsToolEnv, tool: str, index: int, choice: str, odd) -> dict:
@@ -86,8 +105,12 @@ def test_ten_thousand_generated_frames_never_break_a_session(tmp_path):
             sent[0] += 1
             return json.loads(ws.recv(timeout=30))
 
-        @settings(max_examples=220, deadline=None, derandomize=True,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @settings(
+            max_examples=220,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
         @given(scenario=scenarios, sequence=frames)
         def run(scenario, sequence):
             env = ReleaseOpsToolEnv()
@@ -113,7 +136,10 @@ def test_ten_thousand_generated_frames_never_break_a_session(tmp_path):
                     continue
                 if env.done:  # a finished episode starts again on both sides
                     local = env.reset(**scenario)
-                    assert exchange(json.dumps({"type": "reset", "data": scenario}))["data"]["observation"]["text"] == local
+                    assert (
+                        exchange(json.dumps({"type": "reset", "data": scenario}))["data"]["observation"]["text"]
+                        == local
+                    )
                 tool, index, choice, odd = item
                 args = step_args(env, tool, index, choice, odd)
                 want = local_text(env, tool, args)
@@ -133,8 +159,13 @@ def test_mcp_over_websocket_answers_junk_and_keeps_serving(tmp_path):
     log = tmp_path / "server.log"
     with run_live_server(log_path=log) as base:
         with connect(base.replace("http://", "ws://") + "/mcp", max_size=2**24) as ws:
-            @settings(max_examples=60, deadline=None, derandomize=True,
-                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+            @settings(
+                max_examples=60,
+                deadline=None,
+                derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            )
             @given(st.lists(junk, min_size=5, max_size=10))
             def run(items):
                 for item in items:

@@ -56,8 +56,9 @@ def test_seed_a_has_the_disabled_payment_test():
     scenario = seed_a(nbformat.read(NOTEBOOK, as_version=4))
     assert scenario["family"] == "green_ci_disabled_payment_test"
     world = Episode(**scenario).world
-    assert world.hazard and world.hazards == {FAMILY_MECHANISM[scenario["family"]]}, \
+    assert world.hazard and world.hazards == {FAMILY_MECHANISM[scenario["family"]]}, (
         f"{scenario} no longer has the CI fixer's disabled payment test (the engine changed?): pick another seed"
+    )
 
 
 def test_the_notebook_plays_seed_a_to_a_safe_ship(live_server, monkeypatch, tmp_path):  # noqa: F811

@@ -24,8 +24,10 @@ from releaseops_arena.policies import AlwaysHold, play
 from releaseops_arena.splits import task_scenario
 from releaseops_arena.tools import TOOL_NAMES
 from server.releaseops_environment import ReleaseOpsEnvironment
-from tests.live_server import REPO_ROOT, run_live_server
-from tests.live_server import live_server  # noqa: F401  (fixture)
+from tests.live_server import (
+    REPO_ROOT,
+    run_live_server,
+)
 from tools.validation import oracle, validate
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "openenv.yaml").read_text())["validation"]
@@ -46,7 +48,10 @@ def run_validate(base_url: str) -> dict:
     """Run `openenv validate --url BASE --json`; assert exit 0 and every criterion passed."""
     proc = subprocess.run(
         [openenv_cli(), "validate", "--url", base_url, "--json", "--timeout", "30"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
         env={**os.environ, "NO_COLOR": "1"},
     )
     detail = f"rc={proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
@@ -74,6 +79,7 @@ def test_openenv_validate_url_passes(web: str) -> None:
 
 # ------------------------------------------------------------- package mode
 
+
 def test_package_mode_static_level_passes() -> None:
     report, rendered, _ = validate.run(level="static")
     assert validate.problems(report, runtime=False) == [], rendered
@@ -84,15 +90,20 @@ def test_the_bar_rejects_what_it_should() -> None:
     ok = {"check_id": "runtime.startup", "status": "pass", "evidence": ["built"]}
     todo = {"check_id": "semantic.oracle_max", "status": "skip", "evidence": [validate.NOT_IMPLEMENTED]}
     assert validate.problems({"verdict": "warn", "results": [ok, todo]}) == []
-    assert validate.problems({"verdict": "fail", "results": [ok, {**ok, "check_id": "x", "status": "fail"}]}) \
-        == ["verdict fail", "x: fail (built)"]
+    assert validate.problems({"verdict": "fail", "results": [ok, {**ok, "check_id": "x", "status": "fail"}]}) == [
+        "verdict fail",
+        "x: fail (built)",
+    ]
     skipped = {"check_id": "runtime.network_policy", "status": "skip", "evidence": ["network evidence is unavailable"]}
-    assert validate.problems({"verdict": "warn", "results": [ok, skipped]}) \
-        == ["runtime.network_policy: skip (network evidence is unavailable)"]
+    assert validate.problems({"verdict": "warn", "results": [ok, skipped]}) == [
+        "runtime.network_policy: skip (network evidence is unavailable)"
+    ]
     assert validate.problems({"verdict": "warn", "results": [{**ok, "status": "error"}]})[0].startswith(
-        "runtime.startup: error")
-    assert validate.problems({"verdict": "warn", "results": [todo]}) \
-        == ["runtime.startup did not pass: the image was not built and run"]
+        "runtime.startup: error"
+    )
+    assert validate.problems({"verdict": "warn", "results": [todo]}) == [
+        "runtime.startup did not pass: the image was not built and run"
+    ]
 
 
 def test_reward_range_is_the_rewards_bounds_and_the_oracle_reaches_its_top() -> None:
@@ -121,8 +132,9 @@ def test_the_served_oracle_line_reaches_the_declared_top(live_server) -> None:
 def test_declared_tools_and_task_counts_match_the_server(live_server) -> None:
     capabilities = MANIFEST["capabilities"]
     assert capabilities["declared_tools"] == list(TOOL_NAMES)
-    listing = httpx.post(f"{live_server}/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "id": 1},
-                         timeout=10).json()
+    listing = httpx.post(
+        f"{live_server}/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "id": 1}, timeout=10
+    ).json()
     assert sorted(t["name"] for t in listing["result"]["tools"]) == sorted(capabilities["declared_tools"])
     splits = httpx.get(f"{live_server}/releaseops_arena/splits", timeout=10).json()
     assert {s["name"]: s["num_tasks"] for s in splits} == capabilities["declared_task_count"]
@@ -132,5 +144,9 @@ def test_declared_tools_and_task_counts_match_the_server(live_server) -> None:
 
 def test_the_declared_rubric_tree_has_the_reward_parts() -> None:
     assert MANIFEST["capabilities"]["rubric_tree"] is True
-    assert [name for name, _ in ReleaseOpsEnvironment().rubric.named_rubrics()] == \
-        ["outcome", "budget", "invalid_calls", "discoveries"]
+    assert [name for name, _ in ReleaseOpsEnvironment().rubric.named_rubrics()] == [
+        "outcome",
+        "budget",
+        "invalid_calls",
+        "discoveries",
+    ]

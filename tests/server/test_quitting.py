@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from releaseops_arena import ReleaseOpsToolEnv, rewards
 from releaseops_arena.splits import task_scenario
-from tests.live_server import live_server  # noqa: F401  (pytest fixture)
 from tests.wire import local_transcript, open_socket, send
 
 POLICIES = ("naive", "rule", "planner", "random", "inspect_everything")
@@ -70,11 +69,17 @@ def assert_no_better(cut: dict, played_on: dict) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(policy=st.sampled_from(POLICIES), split=st.sampled_from(["train", "heldout_seeds", "unseen_family"]),
-       index=st.integers(0, 400), difficulty=st.sampled_from(["easy", "medium", "hard"]),
-       cut=st.floats(0, 1, exclude_max=True), seed=st.integers(0, 3))
-def test_an_abandoned_episode_scores_no_better_than_holding_on_to_the_deadline(policy, split, index, difficulty,
-                                                                             cut, seed):
+@given(
+    policy=st.sampled_from(POLICIES),
+    split=st.sampled_from(["train", "heldout_seeds", "unseen_family"]),
+    index=st.integers(0, 400),
+    difficulty=st.sampled_from(["easy", "medium", "hard"]),
+    cut=st.floats(0, 1, exclude_max=True),
+    seed=st.integers(0, 3),
+)
+def test_an_abandoned_episode_scores_no_better_than_holding_on_to_the_deadline(
+    policy, split, index, difficulty, cut, seed
+):
     scenario = task_scenario(split, index, difficulty)
     local = local_transcript(policy, scenario, seed)
     calls = local["calls"]
@@ -117,8 +122,7 @@ def test_the_opening_reward_is_the_same_for_every_world():
 
 
 @pytest.mark.parametrize("policy, index", [("planner", 5), ("rule", 11), ("naive", 2)])
-def test_over_the_wire_end_episode_and_a_closed_socket_score_no_better_than_the_deadline(live_server, policy,
-                                                                                           index):
+def test_over_the_wire_end_episode_and_a_closed_socket_score_no_better_than_the_deadline(live_server, policy, index):
     from client import make_remote_env_factory
 
     scenario = task_scenario("heldout_seeds", index, "medium")

@@ -8,7 +8,6 @@ from releaseops_arena import rewards
 from releaseops_arena.splits import scenarios
 from server.releaseops_environment import ReleaseOpsEnvironment
 from server.rubric import EpisodeReturn
-from tests.live_server import live_server  # noqa: F401  (fixture)
 from tests.wire import local_transcript
 
 POLICIES = ["planner", "rule", "random", "naive", "block_everything", "oracle"]
@@ -48,5 +47,9 @@ def test_the_breakdown_reaches_a_generic_env_client(live_server):
         result = env.step({"tool_name": "end_episode", "arguments": {}})
         record = env.state()
     assert result.done
-    assert record["reward_breakdown"] == {"outcome": rewards.MISSED_DEADLINE, "budget": 0.0,
-                                                   "invalid_calls": 0.0, "discoveries": 0.0}
+    assert record["reward_breakdown"] == {
+        "outcome": rewards.MISSED_DEADLINE,
+        "budget": 0.0,
+        "invalid_calls": 0.0,
+        "discoveries": 0.0,
+    }

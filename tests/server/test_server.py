@@ -15,8 +15,12 @@ POLICY_CYCLE = ["random", "oracle", "naive", "random", "block_everything"]
 
 
 def scenario(i: int) -> dict:
-    return {"family": ALL_FAMILIES[i % len(ALL_FAMILIES)], "seed": 1000 + i, "difficulty": DIFFICULTIES[i % 3],
-            "archetype_mix": ALL_MIXES[i % len(ALL_MIXES)]}
+    return {
+        "family": ALL_FAMILIES[i % len(ALL_FAMILIES)],
+        "seed": 1000 + i,
+        "difficulty": DIFFICULTIES[i % 3],
+        "archetype_mix": ALL_MIXES[i % len(ALL_MIXES)],
+    }
 
 
 async def play_session(base, index, episodes=3):
@@ -105,8 +109,10 @@ def test_bad_input_gets_clear_errors_and_the_session_plays_on(live_server):
             remote = await remote_replay(ws, local)
             assert remote["texts"] == local["texts"]
             assert remote["last"]["observation"]["outcome"] == "safe_ship"
-            after = await send(ws, {"type": "step", "data": {"tool_name": "hold_release",
-                                                              "arguments": {"reason_code": "awaiting_fix"}}})
+            after = await send(
+                ws,
+                {"type": "step", "data": {"tool_name": "hold_release", "arguments": {"reason_code": "awaiting_fix"}}},
+            )
             assert "episode is over" in after["data"]["observation"]["error"]
             assert after["data"]["reward"] == 0.0
             # And a new episode starts cleanly.
@@ -116,8 +122,12 @@ def test_bad_input_gets_clear_errors_and_the_session_plays_on(live_server):
     asyncio.run(main())
 
 
-FORBIDDEN = re.compile("|".join(map(re.escape, [*ALL_FAMILIES, *ARCHETYPES, "lv_", "hazard", "latent",
-                                                  "truth", "archetype", "overcautious"])), re.I)
+FORBIDDEN = re.compile(
+    "|".join(
+        map(re.escape, [*ALL_FAMILIES, *ARCHETYPES, "lv_", "hazard", "latent", "truth", "archetype", "overcautious"])
+    ),
+    re.I,
+)
 
 
 def test_no_message_before_the_end_leaks_the_hidden_truth(live_server):
@@ -226,15 +236,19 @@ def test_the_brief_is_served_by_metadata_and_over_mcp_http_and_websocket(live_se
     meta = httpx.get(f"{live_server}/metadata").json()
     assert meta["brief"] == BRIEF and meta["prompt_version"] == PROMPT_VERSION
     rpc = {"jsonrpc": "2.0", "id": 1}
-    init = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "initialize",
-                                                  "params": {"protocolVersion": "2025-06-18"}}).json()
+    init = httpx.post(
+        f"{live_server}/mcp", json={**rpc, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    ).json()
     assert init["result"]["instructions"] == BRIEF and init["result"]["protocolVersion"] == "2025-06-18"
-    assert httpx.post(f"{live_server}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}
-                      ).status_code == 202
+    assert (
+        httpx.post(f"{live_server}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code
+        == 202
+    )
     listed = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "prompts/list"}).json()["result"]["prompts"]
     assert [p["name"] for p in listed] == ["releaseops_brief"]
-    got = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "prompts/get",
-                                                 "params": {"name": "releaseops_brief"}}).json()["result"]
+    got = httpx.post(
+        f"{live_server}/mcp", json={**rpc, "method": "prompts/get", "params": {"name": "releaseops_brief"}}
+    ).json()["result"]
     assert got["messages"][0]["content"]["text"] == BRIEF
     wrong = httpx.post(f"{live_server}/mcp", json={**rpc, "method": "prompts/get", "params": {"name": "x"}}).json()
     assert wrong["error"]["message"] == "unknown prompt 'x'; valid: releaseops_brief"

@@ -9,8 +9,9 @@ import pytest
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, ReleaseOpsToolEnv
 from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION
 from releaseops_arena.splits import SPLITS, TASKS_PER_SPLIT, task_scenario, task_token
-from tests.live_server import run_live_server
-from tests.live_server import live_server  # noqa: F401  (fixture)
+from tests.live_server import (
+    run_live_server,
+)
 from tests.wire import local_transcript, open_socket, remote_replay, send
 
 TASK_ROUTES = "/releaseops_arena"
@@ -26,8 +27,13 @@ def test_the_task_routes_list_the_splits_counts_and_tasks(live_server):
     assert all(s["num_tasks"] == TASKS_PER_SPLIT for s in splits)
     assert post(live_server, "/num_tasks", {"split": "unseen_family"}).json() == {"num_tasks": TASKS_PER_SPLIT}
     task = post(live_server, "/task", {"split": "heldout_seeds", "index": 12}).json()["task"]
-    assert task == {"id": "heldout_seeds/12", "split": "heldout_seeds", "index": 12,
-                    **task_scenario("heldout_seeds", 12), "benchmark_version": BENCHMARK_VERSION}
+    assert task == {
+        "id": "heldout_seeds/12",
+        "split": "heldout_seeds",
+        "index": 12,
+        **task_scenario("heldout_seeds", 12),
+        "benchmark_version": BENCHMARK_VERSION,
+    }
     tasks = post(live_server, "/task_range", {"split": "train", "start": 3, "stop": 6}).json()["tasks"]
     assert [t["index"] for t in tasks] == [3, 4, 5]
     listed = post(live_server, "/tasks", {"split": "train"}).json()["tasks"]
@@ -35,11 +41,14 @@ def test_the_task_routes_list_the_splits_counts_and_tasks(live_server):
     assert {t["benchmark_version"] for t in tasks + listed} == {BENCHMARK_VERSION}  # every spec says its version
 
 
-@pytest.mark.parametrize("route, body, message", [
-    ("/num_tasks", {"split": "test"}, "valid: train, heldout_seeds, unseen_family, unseen_mix"),
-    ("/task", {"split": "train", "index": TASKS_PER_SPLIT}, "0..999999"),
-    ("/task_range", {"split": "train", "start": 0, "stop": 5000}, "at most 1000 tasks"),
-])
+@pytest.mark.parametrize(
+    "route, body, message",
+    [
+        ("/num_tasks", {"split": "test"}, "valid: train, heldout_seeds, unseen_family, unseen_mix"),
+        ("/task", {"split": "train", "index": TASKS_PER_SPLIT}, "0..999999"),
+        ("/task_range", {"split": "train", "start": 0, "stop": 5000}, "at most 1000 tasks"),
+    ],
+)
 def test_bad_task_requests_get_a_400_naming_the_valid_values(live_server, route, body, message):
     reply = post(live_server, route, body)
     assert reply.status_code == 400 and message in reply.json()["detail"]
@@ -60,8 +69,11 @@ def test_a_task_chosen_by_index_plays_over_the_wire_as_in_process(live_server):
             return remote, state, bad, again
 
     remote, state, bad, again = asyncio.run(main())
-    assert remote["observation"] == local["observation"] == ReleaseOpsToolEnv().reset(
-        split="unseen_mix", index=21, difficulty="hard")
+    assert (
+        remote["observation"]
+        == local["observation"]
+        == ReleaseOpsToolEnv().reset(split="unseen_mix", index=21, difficulty="hard")
+    )
     assert remote["texts"] == local["texts"] and remote["last"]["done"]
     told = {key: state[key] for key in scenario}
     assert told == scenario  # the state tells the task's scenario once the episode is over
@@ -75,6 +87,7 @@ def hidden_words(scenario: dict) -> list[str]:
 
 def test_a_server_picked_task_leaks_nothing_before_done(live_server):
     """Observation, state, errors and metadata before the end name no family, mix, archetype or seed."""
+
     async def one(ws, split, index):
         scenario = task_scenario(split, index)
         local = local_transcript("planner", scenario, rng_seed=index)
@@ -106,8 +119,10 @@ def test_the_operator_secret_salts_evaluation_tasks_and_never_reaches_the_wire()
 
     async def first_boards(base):
         async with open_socket(base) as ws:
-            replies = [await send(ws, {"type": "reset", "data": {"split": split, "index": 2, "token": token[split]}})
-                       for split in SPLITS]
+            replies = [
+                await send(ws, {"type": "reset", "data": {"split": split, "index": 2, "token": token[split]}})
+                for split in SPLITS
+            ]
             replies.append(await send(ws, {"type": "state"}))
             # Without its token an evaluation task is refused (a second session could replay it otherwise),
             # and the session plays on.

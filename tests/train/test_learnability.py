@@ -15,21 +15,31 @@ from training.evaluate import evaluate, run_episodes
 
 
 def episodes(n):
-    return [runs[0] for runs in run_episodes("rule", [task_scenario("heldout_seeds", i, "easy") for i in range(n)],
-                                             progress=False)]
+    return [
+        runs[0]
+        for runs in run_episodes("rule", [task_scenario("heldout_seeds", i, "easy") for i in range(n)], progress=False)
+    ]
 
 
 def result(safe, ret, width=0.02):
-    return {"metrics": {"safe_ship": {"rate": safe, "ci95": [safe - width, safe + width]},
-                        "mean_return": {"mean": ret, "ci95": [ret - width, ret + width]}}}
+    return {
+        "metrics": {
+            "safe_ship": {"rate": safe, "ci95": [safe - width, safe + width]},
+            "mean_return": {"mean": ret, "ci95": [ret - width, ret + width]},
+        }
+    }
 
 
 def test_checks_name_every_policy_not_beaten_and_the_share_of_the_gap_closed():
     results = {"rule": result(0.60, 0.30), "planner": result(0.80, 0.50), "trained": result(0.75, 0.35)}
     exploits = {"blind": result(0.40, -0.5), "blind_probe": result(0.74, 0.0)}
     checks = lb.slice_checks(results, exploits)
-    assert checks["safe_ship"] == {"above_rule": True, "exploits_not_beaten": ["blind_probe"],
-                                   "best_exploit": "blind_probe", "gap_closed": 0.75}
+    assert checks["safe_ship"] == {
+        "above_rule": True,
+        "exploits_not_beaten": ["blind_probe"],
+        "best_exploit": "blind_probe",
+        "gap_closed": 0.75,
+    }
     assert checks["mean_return"]["above_rule"] is True and checks["mean_return"]["gap_closed"] == 0.25
     # A planner no better than the rule leaves no gap to close.
     assert lb.slice_checks({**results, "planner": result(0.60, 0.20)}, {})["safe_ship"]["gap_closed"] is None
@@ -38,8 +48,17 @@ def test_checks_name_every_policy_not_beaten_and_the_share_of_the_gap_closed():
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("sp") / "w.pt"
-    sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=2, seed=1, warm_start="rule", warm_episodes=16,
-             validate_every=0, out=path)
+    sp.train(
+        minutes=5,
+        group=4,
+        scenarios_per_step=2,
+        max_steps=2,
+        seed=1,
+        warm_start="rule",
+        warm_episodes=16,
+        validate_every=0,
+        out=path,
+    )
     return path
 
 
@@ -64,19 +83,38 @@ def test_behaviour_shows_the_demo_seeds_before_and_after_and_the_first_task_wher
 
 def write_calibration(path, n=4):
     """An n-task calibration in research.calibrate's layout, naive standing in for every exploit."""
-    slices = {f"{split}/{d}": dict.fromkeys(lb.EXPLOITS, evaluate("naive", split, n, d, progress=False))
-              for split, d in lb.SLICES}
+    slices = {
+        f"{split}/{d}": dict.fromkeys(lb.EXPLOITS, evaluate("naive", split, n, d, progress=False))
+        for split, d in lb.SLICES
+    }
     path.write_text(json.dumps({"n": n, "slices": slices}))
 
 
 def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(checkpoint, tmp_path):
     write_calibration(tmp_path / "cal.json")
     # An LM run still going has recorded only its variants; the report renders that much.
-    (tmp_path / "lm.json").write_text(json.dumps({"variants": [lm.variant_row(
-        "A", "a note", lm.summary(episodes(4)), "4 episodes")]}))
+    (tmp_path / "lm.json").write_text(
+        json.dumps({"variants": [lm.variant_row("A", "a note", lm.summary(episodes(4)), "4 episodes")]})
+    )
     docs, out = tmp_path / "docs", tmp_path / "learnability.json"
-    lb.main(["--structured-checkpoint", str(checkpoint), "--lm-results", str(tmp_path / "lm.json"), "-n", "4",
-             "--search", "3", "--calibration", str(tmp_path / "cal.json"), "--docs", str(docs), "--out", str(out)])
+    lb.main(
+        [
+            "--structured-checkpoint",
+            str(checkpoint),
+            "--lm-results",
+            str(tmp_path / "lm.json"),
+            "-n",
+            "4",
+            "--search",
+            "3",
+            "--calibration",
+            str(tmp_path / "cal.json"),
+            "--docs",
+            str(docs),
+            "--out",
+            str(out),
+        ]
+    )
     data = json.loads(out.read_text())
     assert set(data["structured"]["slices"]) == {f"{s}/{d}" for s, d in lb.SLICES}
     part = data["structured"]["slices"]["unseen_family/hard"]
@@ -92,10 +130,24 @@ def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(ch
         assert (docs / f"learnability_{png}.png").stat().st_size > 1000, png
     # Later LM results (here with GRPO rewards): only the LM section is read again, the structured
     # numbers stay as measured, without replaying a single episode.
-    (tmp_path / "lm.json").write_text(json.dumps({**json.loads((tmp_path / "lm.json").read_text()),
-                                                  "grpo": {"steps": 2, "rewards": [0.1, 0.3]}}))
-    lb.main(["--rerender", "--lm-results", str(tmp_path / "lm.json"), "-n", "4", "--calibration",
-             str(tmp_path / "cal.json"), "--docs", str(docs), "--out", str(out)])
+    (tmp_path / "lm.json").write_text(
+        json.dumps({**json.loads((tmp_path / "lm.json").read_text()), "grpo": {"steps": 2, "rewards": [0.1, 0.3]}})
+    )
+    lb.main(
+        [
+            "--rerender",
+            "--lm-results",
+            str(tmp_path / "lm.json"),
+            "-n",
+            "4",
+            "--calibration",
+            str(tmp_path / "cal.json"),
+            "--docs",
+            str(docs),
+            "--out",
+            str(out),
+        ]
+    )
     again = json.loads(out.read_text())
     assert again["structured"] == data["structured"] and again["command"] == data["command"]
     assert again["lm_curve"] and (docs / "learnability_lm_curve.png").stat().st_size > 1000
@@ -115,9 +167,30 @@ def test_the_one_command_trains_the_structured_policy_then_writes_the_report(tmp
     # The path a user takes with no earlier runs, at smoke scale: clone, GRPO, select, evaluate, render.
     write_calibration(tmp_path / "cal.json")
     runs, docs, out = tmp_path / "runs", tmp_path / "docs", tmp_path / "learnability.json"
-    lb.main(["--minutes", "0.05", "--warm-episodes", "12", "--validation-episodes", "6", "--lm-minutes", "0",
-             "-n", "4", "--search", "2", "--runs", str(runs), "--docs", str(docs), "--out", str(out),
-             "--calibration", str(tmp_path / "cal.json")])
+    lb.main(
+        [
+            "--minutes",
+            "0.05",
+            "--warm-episodes",
+            "12",
+            "--validation-episodes",
+            "6",
+            "--lm-minutes",
+            "0",
+            "-n",
+            "4",
+            "--search",
+            "2",
+            "--runs",
+            str(runs),
+            "--docs",
+            str(docs),
+            "--out",
+            str(out),
+            "--calibration",
+            str(tmp_path / "cal.json"),
+        ]
+    )
     for suffix in (".pt", ".warm.pt", ".json"):
         assert (runs / f"structured{suffix}").exists(), suffix
     data = json.loads(out.read_text())
@@ -134,16 +207,33 @@ def test_an_earlier_checkpoint_without_its_cloned_start_is_refused_before_any_pl
     checkpoint.write_bytes(b"")
     (tmp_path / "s.json").write_text("{}")
     calibration = tmp_path / "calibration.json"
-    calibration.write_text(json.dumps({"n": 10, "slices": {f"{s}/{d}": {e: {} for e in lb.EXPLOITS}
-                                                           for s, d in lb.SLICES}}))
+    calibration.write_text(
+        json.dumps({"n": 10, "slices": {f"{s}/{d}": {e: {} for e in lb.EXPLOITS} for s, d in lb.SLICES}})
+    )
     with pytest.raises(SystemExit):
-        lb.main(["--structured-checkpoint", str(checkpoint), "-n", "10", "--calibration", str(calibration),
-                 "--docs", str(tmp_path), "--out", str(tmp_path / "l.json")])
-    assert "s.warm.pt does not exist (research.structured_policy writes it beside the checkpoint)" in capsys.readouterr().err
+        lb.main(
+            [
+                "--structured-checkpoint",
+                str(checkpoint),
+                "-n",
+                "10",
+                "--calibration",
+                str(calibration),
+                "--docs",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "l.json"),
+            ]
+        )
+    assert (
+        "s.warm.pt does not exist (research.structured_policy writes it beside the checkpoint)"
+        in capsys.readouterr().err
+    )
 
 
 def test_the_evidence_ablation_unreads_only_the_held_out_artifacts_fields_and_restores_the_reader():
-    from releaseops_arena.policies import base as policy, trained as trained_policy
+    from releaseops_arena.policies import base as policy
+    from releaseops_arena.policies import trained as trained_policy
 
     snapshot = {"kind": "test_report", "payment_assertions_weakened": 2, "tests_disabled": []}
     closed = {"kind": "ticket", "reported": "P1", "status": "resolved", "error_rate_since_fix": "2.1%"}

@@ -72,15 +72,21 @@ def test_coverage_moves_the_copy_away_from_an_id_already_acted_on(tokenizer, mod
 
 def _conversation(tokenizer):
     """A board with p4 and p7; p4 approved; a block of p7 refused by an error that names p7 as pending."""
-    def call(name, **arguments):
-        return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-            "name": name, "arguments": arguments}}]}
 
-    messages = [{"role": "user", "content": '{"proposals":[{"id":"p4"},{"id":"p7"}]}'},
-                call("approve_proposal", proposal_id="p4"),
-                {"role": "tool", "content": '{"tool":"approve_proposal","proposal":"p4","status":"approved"}'},
-                call("block_proposal", proposal_id="p7", rule_id="S2"),
-                {"role": "tool", "content": str({"error": "rule S2 does not apply to p7; pending: p7"})}]
+    def call(name, **arguments):
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}],
+        }
+
+    messages = [
+        {"role": "user", "content": '{"proposals":[{"id":"p4"},{"id":"p7"}]}'},
+        call("approve_proposal", proposal_id="p4"),
+        {"role": "tool", "content": '{"tool":"approve_proposal","proposal":"p4","status":"approved"}'},
+        call("block_proposal", proposal_id="p7", rule_id="S2"),
+        {"role": "tool", "content": str({"error": "rule S2 does not apply to p7; pending: p7"})},
+    ]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return _ids(tokenizer, text + '<tool_call>\n{"name": "approve_proposal", "arguments": {"proposal_id": "')
 

@@ -12,13 +12,14 @@ def test_mining_keeps_the_train_tasks_the_policy_does_not_solve_and_drops_the_so
 
     from releaseops_arena.brief import prompt_messages
     from releaseops_arena.splits import task_scenario
-    from training.evaluate import run_episodes
     from research.lm_learnability import hard_tasks, task_rows
+    from training.evaluate import run_episodes
 
     start, n = 2000, 8
     scenarios = [task_scenario("train", i, "easy") for i in range(start, start + n)]
-    naive, planner = ([r[0]["episode_return"] for r in run_episodes(p, scenarios, progress=False)]
-                      for p in ("naive", "planner"))
+    naive, planner = (
+        [r[0]["episode_return"] for r in run_episodes(p, scenarios, progress=False)] for p in ("naive", "planner")
+    )
     # solved: a clean safe ship (1.0) or the planner's return, whichever is higher
     planner_kept = hard_tasks("planner", start, n)["kept"]
     assert planner_kept == [start + k for k in range(n) if planner[k] < 1.0] and len(planner_kept) < n
@@ -45,8 +46,15 @@ def test_replay_adds_the_pools_first_solved_tasks_never_a_hard_one():
 def test_warm_starts_side_by_side_differ_by_seed_and_the_best_on_validation_is_kept(tmp_path):
     import multiprocessing as mp
 
-    from research.lm_learnability import (SETTINGS, build_base, evaluation, one_thread_children,
-                                          pick_warm_start, warm_conversations, warm_one)
+    from research.lm_learnability import (
+        SETTINGS,
+        build_base,
+        evaluation,
+        one_thread_children,
+        pick_warm_start,
+        warm_conversations,
+        warm_one,
+    )
 
     cfg = {**SETTINGS, "hidden": 32, "layers": 1, "read_span": 8, "sft_seeds": 2}
     build_base(tmp_path / "base", cfg, 0)

@@ -17,7 +17,7 @@ def test_a_warm_start_episode_closes_with_a_turn_that_ends_trls_tool_loop():
     assert all('"outcome":"safe_ship"' in c[-2]["content"] for c in conversations)  # only finished episodes
     assert closed(conversations[0]) == conversations[0]  # closed once
     tokenizer = add_response_schema(build_tokenizer())
-    (ids, mask), = encode(tokenizer, conversations[:1])
+    ((ids, mask),) = encode(tokenizer, conversations[:1])
     ids, mask = ids.tolist(), mask.tolist()
     start = max(t for t in range(1, len(mask)) if mask[t] and not mask[t - 1])  # the last assistant turn
     text = tokenizer.decode([i for i, m in zip(ids[start:], mask[start:]) if m])
@@ -43,7 +43,7 @@ def test_recovery_episodes_show_a_refused_block_then_the_right_rule_and_only_the
     for c in stumbled:
         boards = {p["id"]: p for m in c if m["role"] in ("user", "tool") for p in _proposals(m["content"])}
         for k, m in enumerate(c):
-            if m["role"] != "assistant" or not refused(c[:k + 2])[-1]:
+            if m["role"] != "assistant" or not refused(c[: k + 2])[-1]:
                 continue
             wrong = m["tool_calls"][0]["function"]["arguments"]
             retry = c[k + 2]["tool_calls"][0]["function"]
@@ -53,10 +53,10 @@ def test_recovery_episodes_show_a_refused_block_then_the_right_rule_and_only_the
             assert retry["name"] == "block_proposal" and retry["arguments"]["proposal_id"] == wrong["proposal_id"]
             assert retry["arguments"]["rule_id"] in allowed
     tokenizer = build_tokenizer()
-    (ids, mask), = encode(tokenizer, stumbled[:1])
+    ((ids, mask),) = encode(tokenizer, stumbled[:1])
     learned = tokenizer.decode([i for i, m in zip(ids.tolist(), mask.tolist()) if m])
     calls = [json.dumps(m["tool_calls"][0]["function"]["arguments"]) for m in stumbled[0] if m.get("tool_calls")]
-    flags = refused(stumbled[0])[:len(calls)]
+    flags = refused(stumbled[0])[: len(calls)]
     assert all((call in learned) != drop for call, drop in zip(calls, flags))  # the retry learned, the mistake not
 
 
@@ -64,7 +64,7 @@ def _proposals(text: str) -> list[dict]:
     import json
 
     try:  # a user turn is the system prompt, then the board's JSON; a tool turn is JSON (or an error)
-        board = json.loads(text[text.index("{"):])
+        board = json.loads(text[text.index("{") :])
     except ValueError:
         return []
     board = board.get("next", board)

@@ -38,8 +38,23 @@ def serve(checkpoint: str, log: Path):
         pytest.skip(f"no transformers CLI next to {sys.executable}")
     port = free_port()
     out = log.open("w")
-    proc = subprocess.Popen([str(cli), "serve", checkpoint, "--host", "127.0.0.1", "--port", str(port),
-                             "--device", "cpu", "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            str(cli),
+            "serve",
+            checkpoint,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--device",
+            "cpu",
+            "--log-level",
+            "warning",
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + HEALTH_TIMEOUT_S
@@ -104,8 +119,7 @@ def test_served_checkpoint_makes_the_same_calls_as_the_in_process_policy(served,
 def test_evaluate_cli_path_runs_concurrent_episodes_and_reports_tokens(served, tiny_sft):  # noqa: F811
     model, url = served
     local = ev.evaluate(f"hf:{tiny_sft}", "heldout_seeds", EPISODES, "easy", progress=False)
-    remote = ev.evaluate(f"openai:{model}", "heldout_seeds", EPISODES, "easy", workers=2, progress=False,
-                         base_url=url)
+    remote = ev.evaluate(f"openai:{model}", "heldout_seeds", EPISODES, "easy", workers=2, progress=False, base_url=url)
     assert [e["episode_return"] for e in remote["episodes"]] == [e["episode_return"] for e in local["episodes"]]
     assert remote["metrics"]["invalid_action"] == local["metrics"]["invalid_action"]
     usage = remote["metrics"]["usage"]
@@ -128,22 +142,53 @@ def test_429_and_5xx_are_retried_with_backoff_and_bad_arguments_reach_the_env():
     import httpx
     from openai import AsyncOpenAI
 
-    answers = [httpx.Response(429, headers={"retry-after": "0"}, json={"error": {"message": "slow down"}}),
-               httpx.Response(503, json={"error": {"message": "busy"}}),
-               httpx.Response(200, json={
-                   "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                   "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                       "role": "assistant", "content": "",
-                       "tool_calls": [{"id": "c0", "type": "function",
-                                       "function": {"name": "approve_proposal", "arguments": "{not json"}},
-                                      {"id": "c1", "type": "function",
-                                       "function": {"name": "launch_rocket", "arguments": "{}"}}]}}],
-                   "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}),
-               # then a reply without a tool call: the episode ends, as with `hf:`
-               httpx.Response(200, json={
-                   "id": "y", "object": "chat.completion", "created": 0, "model": "m",
-                   "choices": [{"index": 0, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": "done"}}]})]
+    answers = [
+        httpx.Response(429, headers={"retry-after": "0"}, json={"error": {"message": "slow down"}}),
+        httpx.Response(503, json={"error": {"message": "busy"}}),
+        httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": "",
+                            "tool_calls": [
+                                {
+                                    "id": "c0",
+                                    "type": "function",
+                                    "function": {"name": "approve_proposal", "arguments": "{not json"},
+                                },
+                                {
+                                    "id": "c1",
+                                    "type": "function",
+                                    "function": {"name": "launch_rocket", "arguments": "{}"},
+                                },
+                            ],
+                        },
+                    }
+                ],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
+            },
+        ),
+        # then a reply without a tool call: the episode ends, as with `hf:`
+        httpx.Response(
+            200,
+            json={
+                "id": "y",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "done"}}],
+            },
+        ),
+    ]
     seen = []
 
     def handler(request):
@@ -151,8 +196,12 @@ def test_429_and_5xx_are_retried_with_backoff_and_bad_arguments_reach_the_env():
         return answers[min(len(seen), len(answers)) - 1]
 
     policy = OpenAIPolicy("m", base_url="http://127.0.0.1:9/v1", backoff=0.01)
-    policy.client._client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="EMPTY", max_retries=0,
-                                        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    policy.client._client = AsyncOpenAI(
+        base_url="http://127.0.0.1:9/v1",
+        api_key="EMPTY",
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+    )
     scenario = next(iter(scenarios("heldout_seeds", 1, "easy")))
     run = play(policy, scenario, 0)
     assert policy.client.retries == 2
@@ -186,4 +235,5 @@ def test_endpoint_settings_reach_the_policy_and_each_setting_gets_its_own(monkey
         asyncio.run(qwen.client.complete_with_tools([{"role": "user", "content": "x"}], qwen.tools, **qwen.extra))
     assert captured["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}}
     assert captured["max_tokens"] == 1024 and [t["function"]["name"] for t in captured["tools"]] == sorted(
-        t["function"]["name"] for t in captured["tools"])  # TRL's order
+        t["function"]["name"] for t in captured["tools"]
+    )  # TRL's order

@@ -39,9 +39,12 @@ def _sft_rows(tokenizer, model, dataset, out, think: bool):
 
     if not think:  # SFTTrainer reads template options from a row's `chat_template_kwargs`
         dataset = dataset.map(lambda row: {"chat_template_kwargs": {"enable_thinking": False}})
-    sft = SFTTrainer(model=model, processing_class=tokenizer, train_dataset=dataset,
-                     args=SFTConfig(output_dir=str(out), assistant_only_loss=True, max_length=None,
-                                    use_cpu=True, report_to="none"))
+    sft = SFTTrainer(
+        model=model,
+        processing_class=tokenizer,
+        train_dataset=dataset,
+        args=SFTConfig(output_dir=str(out), assistant_only_loss=True, max_length=None, use_cpu=True, report_to="none"),
+    )
     return sft.train_dataset
 
 
@@ -52,24 +55,36 @@ def _grpo(tokenizer, model, out, think: bool):
     from releaseops_arena import ReleaseOpsToolEnv
     from training.make_dataset import rows
 
-    return GRPOTrainer(model=model, reward_funcs=[], processing_class=tokenizer, environment_factory=ReleaseOpsToolEnv,
-                       train_dataset=Dataset.from_list(rows("train", 2, "easy")),
-                       args=GRPOConfig(output_dir=str(out), use_cpu=True, report_to="none",
-                                       num_generations=2, per_device_train_batch_size=2,
-                                       max_completion_length=8192, max_tool_calling_iterations=1000,
-                                       chat_template_kwargs=None if think else {"enable_thinking": False}))
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=[],
+        processing_class=tokenizer,
+        environment_factory=ReleaseOpsToolEnv,
+        train_dataset=Dataset.from_list(rows("train", 2, "easy")),
+        args=GRPOConfig(
+            output_dir=str(out),
+            use_cpu=True,
+            report_to="none",
+            num_generations=2,
+            per_device_train_batch_size=2,
+            max_completion_length=8192,
+            max_tool_calling_iterations=1000,
+            chat_template_kwargs=None if think else {"enable_thinking": False},
+        ),
+    )
 
 
 def _grpo_replay(grpo, row: dict, sft_ids: list[int], eos: int):
     """TRL's GRPO generation for `row` (two generations), the model emitting `sft_ids` turn by turn.
     Returns (prompt messages, prompt ids, completion ids, tool mask, completions) of the first."""
+
     def sample(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         out = []
         for context in prompt_ids:
             context = list(context)
-            assert sft_ids[:len(context)] == context, f"GRPO's context leaves the SFT tokens by token {len(context)}"
+            assert sft_ids[: len(context)] == context, f"GRPO's context leaves the SFT tokens by token {len(context)}"
             end = sft_ids.index(eos, len(context))  # the model stops at its end-of-turn token
-            out.append(sft_ids[len(context):end + 1])
+            out.append(sft_ids[len(context) : end + 1])
         return out, None
 
     seen = {}
@@ -117,14 +132,15 @@ def test_sft_trainer_renders_a_record_into_the_tokens_the_grpo_tool_loop_shows_t
 def _same_episode(tokenizer, grpo, record, sft_ids, labels, think) -> list[str]:
     """Checks one record against TRL's GRPO replay of its task; returns its error results."""
     from releaseops_arena.brief import BOARD_LEAD, prompt_messages
-    from training.tool_calls import CLOSING_TURN
     from training.make_dataset import rows
     from training.sft_warmup import encode
+    from training.tool_calls import CLOSING_TURN
 
     index = record["task"]["index"]
     eos, newline = tokenizer.eos_token_id, tokenizer.encode("\n", add_special_tokens=False)
     prompt, prompt_ids, completion_ids, tool_mask, completions = _grpo_replay(
-        grpo, rows("train", index + 1, "easy")[index], sft_ids, eos)
+        grpo, rows("train", index + 1, "easy")[index], sft_ids, eos
+    )
     grpo_ids = prompt_ids + completion_ids
     # The same tokens: GRPO's completion stops at the closing turn's end-of-turn token, after which the
     # rendered conversation has the template's newline (trained on, as after every assistant turn below).
@@ -151,7 +167,7 @@ def _same_episode(tokenizer, grpo, record, sft_ids, labels, think) -> list[str]:
         # The project's warm start (training/sft_warmup.py) encodes a record with its tools as SFTTrainer
         # does, and masks the same tokens but the calls the environment refused (it learns the recovery,
         # not the mistake).
-        (ids, mask), = encode(tokenizer, [record["messages"]], tools=record["tools"])
+        ((ids, mask),) = encode(tokenizer, [record["messages"]], tools=record["tools"])
         assert ids.tolist() == sft_ids
         assert all(t for t, m in zip(trained, mask.tolist()) if m)
         assert (mask.tolist() == trained) == (not errors)
@@ -214,11 +230,26 @@ def test_push_to_hub_uploads_the_folder_with_openenvs_push_to_hf_hub(tmp_path, m
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
     monkeypatch.setattr(harness, "push_to_hf_hub", spy)
     out = tmp_path / "rule"
-    collect.main(["--policy", "rule", "-n", "1", "--difficulty", "easy", "--out", str(out),
-                  "--push-to-hub", "someone/releaseops-rule", "--private"])
+    collect.main(
+        [
+            "--policy",
+            "rule",
+            "-n",
+            "1",
+            "--difficulty",
+            "easy",
+            "--out",
+            str(out),
+            "--push-to-hub",
+            "someone/releaseops-rule",
+            "--private",
+        ]
+    )
     assert [(str(d), r, k["private"]) for d, r, k in pushed] == [(str(out), "someone/releaseops-rule", True)]
-    assert calls[1] == ("create_repo", {"repo_id": "someone/releaseops-rule", "repo_type": "dataset",
-                                        "private": True, "exist_ok": True})
+    assert calls[1] == (
+        "create_repo",
+        {"repo_id": "someone/releaseops-rule", "repo_type": "dataset", "private": True, "exist_ok": True},
+    )
     name, upload, readme = calls[2]
     assert name == "upload_folder" and upload["folder_path"] == str(out)
     assert (upload["repo_id"], upload["repo_type"]) == ("someone/releaseops-rule", "dataset")

@@ -30,8 +30,12 @@ def test_every_visible_field_moves_the_features():
     }
     for field, change in changes.items():
         assert sp.features(view, "approve", {**p, **change}) != base, field
-    for key, value in (("phase", "deploy_gate"), ("hours_to_deadline", 12), ("review_budget_remaining", 0),
-                       ("evidence_actions_remaining", 0)):
+    for key, value in (
+        ("phase", "deploy_gate"),
+        ("hours_to_deadline", 12),
+        ("review_budget_remaining", 0),
+        ("evidence_actions_remaining", 0),
+    ):
         other = copy.deepcopy(view)
         other.board[key] = value
         if key == "phase":
@@ -43,8 +47,17 @@ def test_every_visible_field_moves_the_features():
     for w in other_worker.board["worker_stats"]:
         if w["worker"] != p["worker"]:
             w["hint"], w["recent"] = "returning_from_leave", {"correct": 0, "incorrect": 4}
-    assert sp.features(other_worker, "approve", {**p, "worker": next(
-        w["worker"] for w in other_worker.board["worker_stats"] if w["worker"] != p["worker"])}) != base, "worker"
+    assert (
+        sp.features(
+            other_worker,
+            "approve",
+            {
+                **p,
+                "worker": next(w["worker"] for w in other_worker.board["worker_stats"] if w["worker"] != p["worker"]),
+            },
+        )
+        != base
+    ), "worker"
     stats = copy.deepcopy(view)
     for w in stats.board["worker_stats"]:
         w["hint"], w["recent"] = "returning_from_leave", {"correct": 0, "incorrect": 4}
@@ -77,8 +90,16 @@ def test_masking_never_offers_an_invalid_call():
 
 def test_training_steps_change_the_parameters_deterministically():
     def run():
-        result = sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=3, seed=7, warm_start="rule",
-                          warm_episodes=16, validate_every=0)
+        result = sp.train(
+            minutes=5,
+            group=4,
+            scenarios_per_step=2,
+            max_steps=3,
+            seed=7,
+            warm_start="rule",
+            warm_episodes=16,
+            validate_every=0,
+        )
         return {k: v.clone() for k, v in result["model"].state_dict().items()}
 
     torch.manual_seed(7)
@@ -92,8 +113,9 @@ def test_a_trained_policy_plays_through_the_evaluation_harness(tmp_path):
     from training.evaluate import evaluate
 
     path = tmp_path / "w.pt"
-    sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=2, seed=1, warm_start="rule", warm_episodes=16,
-             out=path)
+    sp.train(
+        minutes=5, group=4, scenarios_per_step=2, max_steps=2, seed=1, warm_start="rule", warm_episodes=16, out=path
+    )
     sp.register()
     result = evaluate(f"structured:{path}", "heldout_seeds", 12, "medium", progress=False)
     assert result["metrics"]["invalid_action"]["rate"] == 0.0
@@ -102,9 +124,21 @@ def test_a_trained_policy_plays_through_the_evaluation_harness(tmp_path):
 
 def test_training_keeps_the_best_validated_checkpoint(tmp_path):
     seen = []
-    result = sp.train(minutes=5, group=4, scenarios_per_step=2, max_steps=6, seed=1, warm_start="rule",
-                      warm_episodes=16, lr=0.05, validate_every=2, validation_episodes=8, out=tmp_path / "w.pt",
-                      difficulty="medium", callback=lambda step, model, score: seen.append((step, score)))
+    result = sp.train(
+        minutes=5,
+        group=4,
+        scenarios_per_step=2,
+        max_steps=6,
+        seed=1,
+        warm_start="rule",
+        warm_episodes=16,
+        lr=0.05,
+        validate_every=2,
+        validation_episodes=8,
+        out=tmp_path / "w.pt",
+        difficulty="medium",
+        callback=lambda step, model, score: seen.append((step, score)),
+    )
     assert [step for step, _ in seen] == [0, 2, 4, 6]
     best_step, best_score = max(seen, key=lambda s: s[1])
     assert result["best_step"] == best_step != 6  # with this seed the last weights are not the best
@@ -133,8 +167,10 @@ def test_compare_scores_checkpoints_on_fresh_train_seeds_and_names_the_best(tmp_
     for name, seed in (("a", 0), ("b", 1)):  # two untrained scorers, saved as train() saves them
         torch.manual_seed(seed)
         model = sp.Scorer(sp.feature_dim())
-        torch.save({"dim": sp.feature_dim(), "hidden": 64, "weights": model.state_dict(), "reader": "train"},
-                   tmp_path / f"{name}.pt")
+        torch.save(
+            {"dim": sp.feature_dim(), "hidden": 64, "weights": model.state_dict(), "reader": "train"},
+            tmp_path / f"{name}.pt",
+        )
     paths = [str(tmp_path / "a.pt"), str(tmp_path / "b.pt")]
     scores = sp.compare(paths)
     assert scores == sp.compare(paths) and set(scores) == set(paths)
@@ -151,15 +187,26 @@ def test_a_ships_two_runs_are_told_apart():
     """The release-candidate run and the deploy run are both ci runs on the ship proposal;
     inspecting one or the other must look different, or a policy cannot learn which to open."""
     env = ReleaseOpsToolEnv()
-    view = sp.Tracker(json.loads(env.reset(family="release_manager_ships_before_evidence", seed=4,
-                                           difficulty="easy", archetype_mix="careful_ci__careful_qa")))
+    view = sp.Tracker(
+        json.loads(
+            env.reset(
+                family="release_manager_ships_before_evidence",
+                seed=4,
+                difficulty="easy",
+                archetype_mix="careful_ci__careful_qa",
+            )
+        )
+    )
     while view.board["phase"] != "ship_decision":
         p = view.pending()[0]
         view.note_call("approve_proposal", {"proposal_id": p["id"]})
         view.update(json.loads(env.approve_proposal(p["id"])))
     ship = next(p for p in view.pending() if p["request"] == "ship_release_candidate")
-    inspections = {args["run_id"]: x for tool, args, x in sp.candidates(view)
-                   if tool == "inspect_ci_run" and args["run_id"] in ship["refs"]}
+    inspections = {
+        args["run_id"]: x
+        for tool, args, x in sp.candidates(view)
+        if tool == "inspect_ci_run" and args["run_id"] in ship["refs"]
+    }
     assert len(inspections) == 2
     rc, deploy = (inspections[r] for r in ship["refs"])
     assert rc != deploy
@@ -187,17 +234,20 @@ def test_the_exported_weights_make_the_same_greedy_choices_without_torch(tmp_pat
     model = sp.Scorer(sp.feature_dim(), 16)
     torch.save({"dim": sp.feature_dim(), "hidden": 16, "weights": model.state_dict()}, tmp_path / "w.pt")
     sp.export(tmp_path / "w.pt", tmp_path / "w.json")
-    same, total = sp.greedy_agreement(model, load_weights(tmp_path / "w.json"), list(scenarios("train", 120)),
-                                      walk=random.Random(0))
+    same, total = sp.greedy_agreement(
+        model, load_weights(tmp_path / "w.json"), list(scenarios("train", 120)), walk=random.Random(0)
+    )
     assert total >= 1000 and same == total
     # And as a policy through the harness: the same calls as the torch policy, episode by episode.
     from releaseops_arena.policies import play
 
     for scenario in scenarios("heldout_seeds", 6):
-        ours, theirs = (play(p, scenario) for p in (TrainedPolicy(tmp_path / "w.json"),
-                                                    sp.StructuredPolicy(str(tmp_path / "w.pt"))))
-        assert [(s["tool"], s["arguments"]) for s in ours["steps"]] == \
-            [(s["tool"], s["arguments"]) for s in theirs["steps"]]
+        ours, theirs = (
+            play(p, scenario) for p in (TrainedPolicy(tmp_path / "w.json"), sp.StructuredPolicy(str(tmp_path / "w.pt")))
+        )
+        assert [(s["tool"], s["arguments"]) for s in ours["steps"]] == [
+            (s["tool"], s["arguments"]) for s in theirs["steps"]
+        ]
 
 
 def test_the_features_have_one_home():
@@ -224,11 +274,16 @@ def test_the_planners_reading_moves_with_every_cue_it_weighs():
         if w["worker"] == site["worker"]:
             w["recent"] = {"correct": 0, "incorrect": 4}
     assert reading_of(worse, site)["prob"] > base["prob"], "track record"
-    for change in ({"confidence": "low" if site["confidence"] != "low" else "high"},
-                   {"claim": "Certain: " + site["claim"]}):
+    for change in (
+        {"confidence": "low" if site["confidence"] != "low" else "high"},
+        {"claim": "Certain: " + site["claim"]},
+    ):
         assert reading_of(view, {**site, **change})["prob"] != base["prob"], change
-    inspect = [x for tool, args, x in sp.candidates(view) if tool.startswith("inspect") and
-               next(iter(args.values())) in site["refs"]]
+    inspect = [
+        x
+        for tool, args, x in sp.candidates(view)
+        if tool.startswith("inspect") and next(iter(args.values())) in site["refs"]
+    ]
     at = len(inspect[0]) - sp.READING_DIM + 7  # the reading's "opens the decisive artifact" entry
     assert sorted(x[at] for x in inspect) == [0.0] * (len(inspect) - 1) + [1.0]
 
@@ -255,8 +310,19 @@ def test_the_train_reader_reads_a_held_out_familys_own_sites_as_unknown():
         held = held_out_sites(view)
         for p in view.pending():
             r = read(view, p)
-            assert set(r) == {"prob", "rule", "decisive", "decisive_seen", "fix", "request_kind", "delay", "ship",
-                              "kind", "risk", "answer"}
+            assert set(r) == {
+                "prob",
+                "rule",
+                "decisive",
+                "decisive_seen",
+                "fix",
+                "request_kind",
+                "delay",
+                "ship",
+                "kind",
+                "risk",
+                "answer",
+            }
             if p in held and p["request"] != "open_deploy_gate":
                 assert (r["rule"], r["prob"], r["decisive"], r["kind"]) == (None, 0.0, None, None), p["claim"]
                 assert read(view, p, _planner("all"))["rule"] is not None
@@ -363,10 +429,15 @@ def test_the_train_reader_knows_no_held_out_mechanisms_fix_or_request():
     train_fix = {**p, "request": "merge_pr", "claim": "Real fix merged; payment test re-enabled and green."}
     train, every = _planner("train"), _planner("all")
     assert not read(view, rerun, train)["fix"] and read(view, rerun, every)["fix"]
-    assert read(view, close, train)["request_kind"] == "change" and read(view, close, every)["request_kind"] == "paperwork"
+    assert (
+        read(view, close, train)["request_kind"] == "change" and read(view, close, every)["request_kind"] == "paperwork"
+    )
     assert read(view, train_fix, train)["fix"] and read(view, train_fix, every)["fix"]
-    assert sp.features(view, "approve", close, reading=read(view, close, train)) != \
-        sp.features(view, "approve", close, reading=read(view, close, every))
+    assert sp.features(view, "approve", close, reading=read(view, close, train)) != sp.features(
+        view, "approve", close, reading=read(view, close, every)
+    )
     whole = sp.Withheld({train_fix["id"]})
     whole.whole = True
-    assert not read(view, train_fix, train, whole)["fix"] and read(view, train_fix, train, sp.Withheld({p["id"]}))["fix"]
+    assert (
+        not read(view, train_fix, train, whole)["fix"] and read(view, train_fix, train, sp.Withheld({p["id"]}))["fix"]
+    )

@@ -16,8 +16,22 @@ from training import train_grpo
 
 
 def args_of(*extra):
-    return train_grpo.parser().parse_args(["--model", "unused", "--cpu", "--num-generations", "4",
-                                           "--batch-size", "4", "--rows", "8", "--output-dir", "unused", *extra])
+    return train_grpo.parser().parse_args(
+        [
+            "--model",
+            "unused",
+            "--cpu",
+            "--num-generations",
+            "4",
+            "--batch-size",
+            "4",
+            "--rows",
+            "8",
+            "--output-dir",
+            "unused",
+            *extra,
+        ]
+    )
 
 
 def test_every_training_option_reaches_the_grpo_config_and_the_trainer_kwargs(tmp_path):
@@ -25,14 +39,44 @@ def test_every_training_option_reaches_the_grpo_config_and_the_trainer_kwargs(tm
 
     from training.make_dataset import build
 
-    args = args_of("--lora", "--lora-r", "8", "--lora-alpha", "24", "--lora-dropout", "0.1",
-                   "--lora-target-modules", "q_proj, v_proj",
-                   "--vllm-mode", "server", "--vllm-server-url", "http://gpu-box:8011",
-                   "--vllm-gpu-memory-utilization", "0.5", "--vllm-max-model-length", "8192",
-                   "--eval-split", "unseen_family", "--eval-rows", "6", "--eval-steps", "3",
-                   "--eval-batch-size", "6", "--eval-generations", "2", "--difficulty", "easy",
-                   "--log-completions", "--num-completions-to-print", "3",
-                   "--push-to-hub", "--hub-model-id", "me/releaseops-lora", "--hub-private")
+    args = args_of(
+        "--lora",
+        "--lora-r",
+        "8",
+        "--lora-alpha",
+        "24",
+        "--lora-dropout",
+        "0.1",
+        "--lora-target-modules",
+        "q_proj, v_proj",
+        "--vllm-mode",
+        "server",
+        "--vllm-server-url",
+        "http://gpu-box:8011",
+        "--vllm-gpu-memory-utilization",
+        "0.5",
+        "--vllm-max-model-length",
+        "8192",
+        "--eval-split",
+        "unseen_family",
+        "--eval-rows",
+        "6",
+        "--eval-steps",
+        "3",
+        "--eval-batch-size",
+        "6",
+        "--eval-generations",
+        "2",
+        "--difficulty",
+        "easy",
+        "--log-completions",
+        "--num-completions-to-print",
+        "3",
+        "--push-to-hub",
+        "--hub-model-id",
+        "me/releaseops-lora",
+        "--hub-private",
+    )
     config = train_grpo.build_config(args, "out")
     assert (config.use_vllm, config.vllm_mode, config.vllm_server_base_url) == (True, "server", "http://gpu-box:8011")
     assert config.vllm_server_port == 8011  # ignored by TRL next to the base URL, but never says 8000
@@ -107,23 +151,60 @@ def tiny_base(tmp_path_factory):
 
 
 def test_a_lora_run_on_the_tiny_model_trains_evaluates_on_a_held_out_split_and_saves_an_adapter(
-        tiny_base, tmp_path, monkeypatch):
+    tiny_base, tmp_path, monkeypatch
+):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
     monkeypatch.setattr(train_grpo, "environment_factory", lambda args: _NoisyReward)
-    args = train_grpo.parser().parse_args([
-        "--model", tiny_base, "--cpu", "--steps", "2", "--num-generations", "2", "--batch-size", "2",
-        "--max-completion-length", "96", "--max-tool-calls", "4", "--rows", "4", "--difficulty", "easy",
-        "--lr", "1e-2", "--lora", "--lora-r", "4", "--eval-split", "heldout_seeds", "--eval-rows", "2",
-        "--eval-steps", "2", "--log-completions", "--num-completions-to-print", "1", "--output-dir", str(tmp_path)])
+    args = train_grpo.parser().parse_args(
+        [
+            "--model",
+            tiny_base,
+            "--cpu",
+            "--steps",
+            "2",
+            "--num-generations",
+            "2",
+            "--batch-size",
+            "2",
+            "--max-completion-length",
+            "96",
+            "--max-tool-calls",
+            "4",
+            "--rows",
+            "4",
+            "--difficulty",
+            "easy",
+            "--lr",
+            "1e-2",
+            "--lora",
+            "--lora-r",
+            "4",
+            "--eval-split",
+            "heldout_seeds",
+            "--eval-rows",
+            "2",
+            "--eval-steps",
+            "2",
+            "--log-completions",
+            "--num-completions-to-print",
+            "1",
+            "--output-dir",
+            str(tmp_path),
+        ]
+    )
     result = train_grpo.train(args)
     history = result["log_history"]
     assert [h["step"] for h in history if "reward" in h] == [1, 2]
     evaluation = [h for h in history if "eval_reward" in h]
     assert len(evaluation) == 1 and evaluation[0]["step"] == 2  # the held-out split, played at step 2
-    for key in ("eval_episode/finished", "eval_episode/safe_ship", "eval_episode/missed_deadline",
-                "eval_tools/call_frequency"):
+    for key in (
+        "eval_episode/finished",
+        "eval_episode/safe_ship",
+        "eval_episode/missed_deadline",
+        "eval_tools/call_frequency",
+    ):
         assert key in evaluation[0], key
 
     # Only the adapter is saved, and it was trained: LoRA's B matrices start at zero.
@@ -139,8 +220,10 @@ def test_a_lora_run_on_the_tiny_model_trains_evaluates_on_a_held_out_split_and_s
     assert (run["benchmark_version"], run["prompt_version"]) == (BENCHMARK_VERSION, PROMPT_VERSION)
     assert run["lora"] and run["eval_split"] == "heldout_seeds" and run["global_step"] == 2
     assert run["args"]["lora_r"] == 4
-    assert sorted(p.name for p in (tmp_path / "completions").iterdir())[:2] == ["completions_00001.parquet",
-                                                                               "completions_00002.parquet"]
+    assert sorted(p.name for p in (tmp_path / "completions").iterdir())[:2] == [
+        "completions_00001.parquet",
+        "completions_00002.parquet",
+    ]
 
 
 def _play_in_child(pickled: bytes, out) -> None:
@@ -148,21 +231,31 @@ def _play_in_child(pickled: bytes, out) -> None:
     factory = pickle.loads(pickled)
     env = factory()
     board = env.reset(split="train", index=0, difficulty="easy")
-    out.put((factory.base_urls, factory.reconnect_timeout_s, factory.client_options, env.base_url,
-             isinstance(board, str) and len(board) > 0, factory.close()))
+    out.put(
+        (
+            factory.base_urls,
+            factory.reconnect_timeout_s,
+            factory.client_options,
+            env.base_url,
+            isinstance(board, str) and len(board) > 0,
+            factory.close(),
+        )
+    )
 
 
 def test_the_remote_env_factory_pickles_and_an_unpickled_copy_plays_in_a_spawned_process(live_server):
     from client import RemoteEnvFactory, make_remote_env_factory
 
-    factory = make_remote_env_factory([live_server, live_server + "/"], reconnect_timeout_s=7.0,
-                                      message_timeout_s=30.0)
+    factory = make_remote_env_factory([live_server, live_server + "/"], reconnect_timeout_s=7.0, message_timeout_s=30.0)
     env = factory()  # a live session in the parent does not travel
     env.reset(split="train", index=1, difficulty="easy")
     copy = pickle.loads(pickle.dumps(factory))
     assert isinstance(copy, RemoteEnvFactory) and copy is not factory
     assert (copy.base_urls, copy.reconnect_timeout_s, copy.client_options) == (
-        (live_server, live_server), 7.0, {"message_timeout_s": 30.0})
+        (live_server, live_server),
+        7.0,
+        {"message_timeout_s": 30.0},
+    )
     assert copy.close() == 0  # the copy owns none of the original's sessions
     # As TRL 1.16's AsyncRolloutWorker does: pickle the loop's kwargs, unpickle them in a "spawn" child.
     kwargs = {"environment_factory": factory, "reward_funcs": [train_grpo.episode_metrics]}
@@ -175,8 +268,12 @@ def test_the_remote_env_factory_pickles_and_an_unpickled_copy_plays_in_a_spawned
     finally:
         child.join(timeout=30)
     assert child.exitcode == 0
-    assert (urls, reconnect, options, url) == ((live_server, live_server), 7.0, {"message_timeout_s": 30.0},
-                                               live_server)
+    assert (urls, reconnect, options, url) == (
+        (live_server, live_server),
+        7.0,
+        {"message_timeout_s": 30.0},
+        live_server,
+    )
     assert played and closed == 1
     assert factory.close() == 1  # the parent's session is still the parent's to close
     pickle.dumps(kwargs)  # reward function and factory together, as TRL checks before spawning

@@ -11,8 +11,15 @@ from training.evaluate import evaluate
 from training.sft_warmup import warm_start
 from training.tiny_model import build
 
-SEVEN = ["approve_proposal", "ask_worker", "block_proposal", "hold_release", "inspect_ci_run", "inspect_pr_diff",
-         "inspect_ticket"]
+SEVEN = [
+    "approve_proposal",
+    "ask_worker",
+    "block_proposal",
+    "hold_release",
+    "inspect_ci_run",
+    "inspect_pr_diff",
+    "inspect_ticket",
+]
 
 
 @pytest.fixture(scope="session")
@@ -28,10 +35,33 @@ def tiny_sft(tmp_path_factory):
 
 
 def grpo_args(model, out, *extra):
-    return train_grpo.parser().parse_args([
-        "--model", model, "--cpu", "--steps", "2", "--num-generations", "4", "--batch-size", "4",
-        "--max-completion-length", "1536", "--max-tool-calls", "12", "--rows", "16", "--difficulty", "easy",
-        "--lr", "1e-4", "--no-save", "--output-dir", str(out), *extra])
+    return train_grpo.parser().parse_args(
+        [
+            "--model",
+            model,
+            "--cpu",
+            "--steps",
+            "2",
+            "--num-generations",
+            "4",
+            "--batch-size",
+            "4",
+            "--max-completion-length",
+            "1536",
+            "--max-tool-calls",
+            "12",
+            "--rows",
+            "16",
+            "--difficulty",
+            "easy",
+            "--lr",
+            "1e-4",
+            "--no-save",
+            "--output-dir",
+            str(out),
+            *extra,
+        ]
+    )
 
 
 def step_logs(history):
@@ -44,8 +74,14 @@ def test_grpo_in_process_discovers_the_seven_tools_and_trains_on_the_environment
     logs = step_logs(result["log_history"])
     assert len(logs) == 2
     for log in logs:
-        for key in ("episode/safe_ship", "episode/unsafe_ship", "episode/missed_deadline", "episode/finished",
-                    "tools/call_frequency", "tools/failure_frequency"):
+        for key in (
+            "episode/safe_ship",
+            "episode/unsafe_ship",
+            "episode/missed_deadline",
+            "episode/finished",
+            "tools/call_frequency",
+            "tools/failure_frequency",
+        ):
             assert key in log, key
         assert -20 < log["reward"] < 2
     # The environment's own reward (get_reward) is the only reward: the logging function adds nothing.
@@ -89,8 +125,10 @@ def test_a_checkpoint_is_evaluated_by_the_same_harness(tiny_sft):
     from releaseops_arena.splits import scenarios
     from training.evaluate import make_policy
 
-    by_hand = [play(make_policy(f"hf:{tiny_sft}"), s, i * 7919)["return"]
-               for i, s in enumerate(scenarios("heldout_seeds", 3, "easy"))]
+    by_hand = [
+        play(make_policy(f"hf:{tiny_sft}"), s, i * 7919)["return"]
+        for i, s in enumerate(scenarios("heldout_seeds", 3, "easy"))
+    ]
     assert [e["episode_return"] for e in result["episodes"]] == pytest.approx(by_hand)
 
 
@@ -99,9 +137,13 @@ def _trainer_without_reward_funcs(model_path, out, factory):
     from trl import GRPOTrainer
 
     args = grpo_args(model_path, out, "--steps", "1")
-    return GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_path), args=train_grpo.build_config(args, str(out)),
-                       train_dataset=train_grpo.load_dataset(None, 8, "easy"),
-                       processing_class=AutoTokenizer.from_pretrained(model_path), environment_factory=factory)
+    return GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_path),
+        args=train_grpo.build_config(args, str(out)),
+        train_dataset=train_grpo.load_dataset(None, 8, "easy"),
+        processing_class=AutoTokenizer.from_pretrained(model_path),
+        environment_factory=factory,
+    )
 
 
 class _Recorded(ReleaseOpsToolEnv):
@@ -204,17 +246,22 @@ def test_collected_episodes_carry_the_benchmark_and_prompt_versions_and_never_mi
     assert versions == (BENCHMARK_VERSION, PROMPT_VERSION) == ("v3", "brief-1")
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [(r["task"]["benchmark_version"], r["task"]["prompt_version"]) for r in records] == [
-        (BENCHMARK_VERSION, PROMPT_VERSION)] * 2
+        (BENCHMARK_VERSION, PROMPT_VERSION)
+    ] * 2
     assert collect("rule", "train", 2, out, "easy", progress=False)["skipped"] == 2  # same versions: resumes
-    for key, other, message in [("benchmark_version", "v2", "benchmark version v2, not v3"),
-                                ("prompt_version", "brief-0", "prompt version brief-0, not brief-1"),
-                                ("prompt_version", None, "prompt version unversioned, not brief-1")]:
+    for key, other, message in [
+        ("benchmark_version", "v2", "benchmark version v2, not v3"),
+        ("prompt_version", "brief-0", "prompt version brief-0, not brief-1"),
+        ("prompt_version", None, "prompt version unversioned, not brief-1"),
+    ]:
         (out / "metadata.json").write_text(json.dumps({**meta, key: other}))
         with pytest.raises(ValueError, match=f"{message}: collect into a new directory"):
             collect("rule", "train", 4, out, "easy", progress=False)
     # Directories interrupted before their metadata, their first record from before versions were stamped.
-    for key, message in [("benchmark_version", "benchmark version unversioned"),
-                         ("prompt_version", "prompt version unversioned")]:
+    for key, message in [
+        ("benchmark_version", "benchmark version unversioned"),
+        ("prompt_version", "prompt version unversioned"),
+    ]:
         old = tmp_path / f"old-{key}"
         RolloutSerializer(old).write_episode(_unversioned_record(records[0], key))
         with pytest.raises(ValueError, match=message):
@@ -269,7 +316,9 @@ def test_every_id_the_generator_can_draw_is_one_token_that_round_trips(id_tokeni
         assert id_tokenizer.decode(ids) == text
         tokens = set(id_tokenizer.convert_ids_to_tokens(ids))
         assert set(ID_PATTERN.findall(text)) <= tokens
-    pieces = id_tokenizer.convert_ids_to_tokens(id_tokenizer('"p17","p1_x",pr_3490', add_special_tokens=False)["input_ids"])
+    pieces = id_tokenizer.convert_ids_to_tokens(
+        id_tokenizer('"p17","p1_x",pr_3490', add_special_tokens=False)["input_ids"]
+    )
     assert "p17" in pieces and "p1" not in pieces and "pr_349" not in pieces
 
 
@@ -297,7 +346,7 @@ def test_warm_start_data_is_trls_own_tool_loop_conversation(id_tokenizer, tmp_pa
         prompt = prompt_messages()  # a dataset row's prompt; TRL appends the reset's board to its last message
         board = env.reset(**task_scenario("train", index, "easy"))
         replay = [*prompt[:-1], {**prompt[-1], "content": prompt[-1]["content"] + board}]
-        for message in messages[len(prompt):]:
+        for message in messages[len(prompt) :]:
             if message["role"] != "assistant":
                 continue
             replay.append(message)
@@ -311,7 +360,7 @@ def test_warm_start_data_is_trls_own_tool_loop_conversation(id_tokenizer, tmp_pa
                     result = {"error": str(exc)}
                 replay.append({"role": "tool", "name": fn["name"], "content": str(result)})
         assert replay == messages
-        (ids, mask), = encode(tokenizer, [messages])
+        ((ids, mask),) = encode(tokenizer, [messages])
         ids, mask = ids.tolist(), mask.tolist()
         spans, start = [], None
         for t, m in enumerate(mask + [0]):
@@ -335,9 +384,9 @@ def test_warm_start_data_is_trls_own_tool_loop_conversation(id_tokenizer, tmp_pa
 def test_the_lm_pieces_are_deterministic_under_a_seed(id_tokenizer, tmp_path):
     import torch
 
+    from research.lm_learnability import warm_conversations
     from training.sft_warmup import warm_start
     from training.tiny_model import build_model
-    from research.lm_learnability import warm_conversations
 
     a, b, c = (build_model(id_tokenizer, seed=s).state_dict() for s in (0, 0, 1))
     assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)
@@ -346,17 +395,25 @@ def test_the_lm_pieces_are_deterministic_under_a_seed(id_tokenizer, tmp_path):
     id_tokenizer.save_pretrained(base)
     conversations = warm_conversations("oracle", 2)
     assert conversations == warm_conversations("oracle", 2)
-    runs = [warm_start(base, tmp_path / f"sft{i}", conversations=conversations, epochs=2, seed=s)["losses"]
-            for i, s in enumerate((0, 0, 1))]
+    runs = [
+        warm_start(base, tmp_path / f"sft{i}", conversations=conversations, epochs=2, seed=s)["losses"]
+        for i, s in enumerate((0, 0, 1))
+    ]
     assert runs[0] == runs[1] and runs[0] != runs[2] and len(runs[0]) == 4
 
 
 def _summary(calls: float, ret: tuple[float, float, float], invalid: float = 0.05, finished: float = 0.8) -> dict:
     interval = lambda r: {"rate": r, "ci95": [max(0, r - 0.05), min(1, r + 0.05)], "n": 100}  # noqa: E731
-    return {"episodes": 100, "calls_per_episode": {"mean": calls, "ci95": [calls - 0.3, calls + 0.3]},
-            "invalid_rate": interval(invalid), "finished": interval(finished), "safe_ship": interval(0.5),
-            "unsafe_ship": interval(0.1), "missed_deadline": interval(0.4),
-            "mean_return": {"mean": ret[1], "ci95": [ret[0], ret[2]]}}
+    return {
+        "episodes": 100,
+        "calls_per_episode": {"mean": calls, "ci95": [calls - 0.3, calls + 0.3]},
+        "invalid_rate": interval(invalid),
+        "finished": interval(finished),
+        "safe_ship": interval(0.5),
+        "unsafe_ship": interval(0.1),
+        "missed_deadline": interval(0.4),
+        "mean_return": {"mean": ret[1], "ci95": [ret[0], ret[2]]},
+    }
 
 
 def test_grpo_counts_as_a_gain_only_with_separate_intervals_and_calls_kept():
@@ -368,7 +425,10 @@ def test_grpo_counts_as_a_gain_only_with_separate_intervals_and_calls_kept():
     fewer = verdict(before, _summary(3.0, (0.35, 0.45, 0.55)))
     assert fewer["calls_collapse"] and not fewer["targets"]["grpo_gain"]  # a gain from calling fewer tools
     assert verdict(_summary(8.0, (0.1, 0.2, 0.3), invalid=0.05, finished=0.6), before)["targets"] == {
-        "sft_valid_calls_90": True, "sft_finished_50": True, "grpo_gain": False}
+        "sft_valid_calls_90": True,
+        "sft_finished_50": True,
+        "grpo_gain": False,
+    }
     assert not verdict(_summary(8.0, (0, 0, 0), invalid=0.2, finished=0.3), before)["targets"]["sft_finished_50"]
 
 
@@ -376,23 +436,64 @@ def test_the_report_section_shows_every_measured_number():
     from research.lm_learnability import markdown, verdict
 
     before, after = _summary(8.0, (0.1, 0.2, 0.3)), _summary(7.25, (0.35, 0.45, 0.55), invalid=0.02)
-    settings = {"hidden": 192, "layers": 3, "warm_policy": "oracle", "num_generations": 8, "grpo_lr": 1e-4,
-                "recovery": 0.5, "select_episodes": 100, "select_start": 100_000}
-    results = {"config": {"minutes": 60, "seed": 0, "n_eval": 100, "split": "heldout_seeds", "difficulty": "easy",
-                          "settings": settings, "vocab": 13000, "parameters": 3_500_000, "warm_start_episodes": 1500},
-               "stages": {"build": {"wall_s": 5.0, "cpu_s": 4.5}, "sft": {"wall_s": 900.0, "cpu_s": 880.5}},
-               "sft": {"steps": 1200, "loss_first": 9.5, "loss_last": 0.12, "seed": 1}, "grpo": {"steps": 40},
-               "warm_starts": [{"seed": 0, "steps": 1100, "loss_last": 0.31, "validation": _summary(6.0, (-0.4, -0.3, -0.2))},
-                               {"seed": 1, "steps": 1200, "loss_last": 0.12, "validation": before}],
-               "eval": {"warm start (SFT)": before, "SFT + GRPO": after}, **verdict(before, after),
-               "variants": [{"name": "v1", "note": "byte-level BPE", "valid_calls": "14", "finished": "0",
-                             "calls_per_episode": "9.1", "mean_return": "-2.1", "measured_with": "60 episodes"}]}
+    settings = {
+        "hidden": 192,
+        "layers": 3,
+        "warm_policy": "oracle",
+        "num_generations": 8,
+        "grpo_lr": 1e-4,
+        "recovery": 0.5,
+        "select_episodes": 100,
+        "select_start": 100_000,
+    }
+    results = {
+        "config": {
+            "minutes": 60,
+            "seed": 0,
+            "n_eval": 100,
+            "split": "heldout_seeds",
+            "difficulty": "easy",
+            "settings": settings,
+            "vocab": 13000,
+            "parameters": 3_500_000,
+            "warm_start_episodes": 1500,
+        },
+        "stages": {"build": {"wall_s": 5.0, "cpu_s": 4.5}, "sft": {"wall_s": 900.0, "cpu_s": 880.5}},
+        "sft": {"steps": 1200, "loss_first": 9.5, "loss_last": 0.12, "seed": 1},
+        "grpo": {"steps": 40},
+        "warm_starts": [
+            {"seed": 0, "steps": 1100, "loss_last": 0.31, "validation": _summary(6.0, (-0.4, -0.3, -0.2))},
+            {"seed": 1, "steps": 1200, "loss_last": 0.12, "validation": before},
+        ],
+        "eval": {"warm start (SFT)": before, "SFT + GRPO": after},
+        **verdict(before, after),
+        "variants": [
+            {
+                "name": "v1",
+                "note": "byte-level BPE",
+                "valid_calls": "14",
+                "finished": "0",
+                "calls_per_episode": "9.1",
+                "mean_return": "-2.1",
+                "measured_with": "60 episodes",
+            }
+        ],
+    }
     text = markdown(results)
-    for expected in ("7.25 [6.95, 7.55]", "2.0 [0, 7]", "0.450 [0.350, 0.550]", "sft 900.0 / 880.5", "3.5M",
-                     "1500 oracle episodes", "1200 steps", "byte-level BPE", "50% of their blocks first tried",
-                     "seed 1 was kept for its mean return on 100 train-split validation tasks (easy, tasks 100000-100099",
-                     "seed 0: 1100 steps, loss 0.3100, return -0.300 [-0.400, -0.200], valid calls 95.0%",
-                     "GRPO raises mean return with non-overlapping intervals, calls per episode not collapsed: met"):
+    for expected in (
+        "7.25 [6.95, 7.55]",
+        "2.0 [0, 7]",
+        "0.450 [0.350, 0.550]",
+        "sft 900.0 / 880.5",
+        "3.5M",
+        "1500 oracle episodes",
+        "1200 steps",
+        "byte-level BPE",
+        "50% of their blocks first tried",
+        "seed 1 was kept for its mean return on 100 train-split validation tasks (easy, tasks 100000-100099",
+        "seed 0: 1100 steps, loss 0.3100, return -0.300 [-0.400, -0.200], valid calls 95.0%",
+        "GRPO raises mean return with non-overlapping intervals, calls per episode not collapsed: met",
+    ):
         assert expected in text, expected
 
 
@@ -429,7 +530,9 @@ def test_every_data_parallel_rank_stops_at_the_step_the_first_late_rank_does(tmp
     for late in (0, 1):
         context = mp.get_context("spawn")
         out = context.Queue()
-        procs = [context.Process(target=_rank_stops, args=(r, f"file://{tmp_path}/rdv{late}", late, out)) for r in (0, 1)]
+        procs = [
+            context.Process(target=_rank_stops, args=(r, f"file://{tmp_path}/rdv{late}", late, out)) for r in (0, 1)
+        ]
         for p in procs:
             p.start()
         for p in procs:
@@ -441,9 +544,29 @@ def test_every_data_parallel_rank_stops_at_the_step_the_first_late_rank_does(tmp
 def test_grpo_runs_on_two_data_parallel_cpu_ranks_and_saves_one_model(tiny_sft, tmp_path):
     from research.lm_learnability import data_parallel_grpo
 
-    args = ["--model", tiny_sft, "--cpu", "--steps", "1", "--num-generations", "4", "--batch-size", "4",
-            "--max-completion-length", "1536", "--max-tool-calls", "12", "--rows", "16", "--difficulty", "easy",
-            "--lr", "1e-4", "--output-dir", str(tmp_path / "ddp")]
+    args = [
+        "--model",
+        tiny_sft,
+        "--cpu",
+        "--steps",
+        "1",
+        "--num-generations",
+        "4",
+        "--batch-size",
+        "4",
+        "--max-completion-length",
+        "1536",
+        "--max-tool-calls",
+        "12",
+        "--rows",
+        "16",
+        "--difficulty",
+        "easy",
+        "--lr",
+        "1e-4",
+        "--output-dir",
+        str(tmp_path / "ddp"),
+    ]
     history = data_parallel_grpo(args, 2)
     logs = step_logs(history)
     assert len(logs) == 1

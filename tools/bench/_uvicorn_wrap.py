@@ -75,6 +75,7 @@ def _install_timers() -> dict:
                 cell = acc[name]
                 cell[0] += 1
                 cell[1] += clock() - t
+
         return wrapper
 
     original_executor = http_server.HTTPEnvServer._run_in_session_executor
@@ -98,6 +99,7 @@ def _install_timers() -> dict:
                 cell = acc[name]
                 cell[0] += 1
                 cell[1] += clock() - t
+
         return wrapper
 
     async def create_session(self):
@@ -157,6 +159,7 @@ def main() -> None:
     main_prof = cProfile.Profile(time.thread_time)
     if profile_out:
         threading.Thread.run = _profiled_run
+
         def start(*_: object) -> None:
             with _lock:
                 _finished.clear()  # threads that ended before the window (warm-up sessions)
@@ -176,8 +179,15 @@ def main() -> None:
                 json.dump({k: {"calls": n, "cpu_s": t} for k, (n, t) in timers.items()}, f)
         if gc_log:
             with open(gc_log, "w") as f:
-                json.dump({"tracked_objects_at_start": tracked_at_start, "frozen_by_app": frozen_at_start,
-                           "frozen": gc.get_freeze_count(), "full_collections": events}, f)
+                json.dump(
+                    {
+                        "tracked_objects_at_start": tracked_at_start,
+                        "frozen_by_app": frozen_at_start,
+                        "frozen": gc.get_freeze_count(),
+                        "full_collections": events,
+                    },
+                    f,
+                )
         if profile_out:
             main_prof.disable()
             stats = pstats.Stats(main_prof)

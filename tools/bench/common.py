@@ -16,14 +16,15 @@ import statistics
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
-from tools.bench.launch import REPO_ROOT, uvicorn_process
-from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.catalog import ALL_FAMILIES, ARCHETYPE_MIXES, DIFFICULTIES
+from releaseops_arena.policies import POLICIES, play
+from tools.bench.launch import REPO_ROOT, uvicorn_process
 
 SEED_BASE = 1_000_000  # the heldout_seeds range: never the seeds the rule was tuned on
 
 
 # ------------------------------------------------------------------ workload
+
 
 def workload_scenarios(per_cell: int, difficulties: tuple[str, ...] = DIFFICULTIES) -> list[dict]:
     """`per_cell` scenarios for every (family, difficulty), held-out family included; mixes cycle."""
@@ -32,8 +33,14 @@ def workload_scenarios(per_cell: int, difficulties: tuple[str, ...] = DIFFICULTI
     for family in ALL_FAMILIES:
         for difficulty in difficulties:
             for k in range(per_cell):
-                out.append({"family": family, "seed": SEED_BASE + i, "difficulty": difficulty,
-                            "archetype_mix": ARCHETYPE_MIXES[k % len(ARCHETYPE_MIXES)]})
+                out.append(
+                    {
+                        "family": family,
+                        "seed": SEED_BASE + i,
+                        "difficulty": difficulty,
+                        "archetype_mix": ARCHETYPE_MIXES[k % len(ARCHETYPE_MIXES)],
+                    }
+                )
                 i += 1
     return out
 
@@ -43,19 +50,22 @@ def record(policy: str, scenarios: list[dict], rng_seed: int = 0) -> list[dict]:
     episodes = []
     for scenario in scenarios:
         run = play(POLICIES[policy](), scenario, rng_seed)
-        episodes.append({
-            "scenario": dict(scenario),
-            "observation": run["observation"],
-            "calls": [(s["tool"], s["arguments"]) for s in run["steps"]],
-            "results": [s.get("result") for s in run["steps"]],
-            "errors": [s.get("error") for s in run["steps"]],
-            "metrics": run["metrics"],
-            "return": run["return"],
-        })
+        episodes.append(
+            {
+                "scenario": dict(scenario),
+                "observation": run["observation"],
+                "calls": [(s["tool"], s["arguments"]) for s in run["steps"]],
+                "results": [s.get("result") for s in run["steps"]],
+                "errors": [s.get("error") for s in run["steps"]],
+                "metrics": run["metrics"],
+                "return": run["return"],
+            }
+        )
     return episodes
 
 
 # ---------------------------------------------------------------- statistics
+
 
 def percentile(values, q: float) -> float:
     """Nearest-rank-interpolated percentile (q in 0..100) of a non-empty sequence."""
@@ -72,9 +82,15 @@ def percentile(values, q: float) -> float:
 
 def summary(values) -> dict:
     xs = list(values)
-    return {"n": len(xs), "median": percentile(xs, 50), "p90": percentile(xs, 90), "p99": percentile(xs, 99),
-            "min": float(min(xs)) if xs else float("nan"), "max": float(max(xs)) if xs else float("nan"),
-            "mean": statistics.fmean(xs) if xs else float("nan")}
+    return {
+        "n": len(xs),
+        "median": percentile(xs, 50),
+        "p90": percentile(xs, 90),
+        "p99": percentile(xs, 99),
+        "min": float(min(xs)) if xs else float("nan"),
+        "max": float(max(xs)) if xs else float("nan"),
+        "mean": statistics.fmean(xs) if xs else float("nan"),
+    }
 
 
 def med(values) -> float:
@@ -82,6 +98,7 @@ def med(values) -> float:
 
 
 # ------------------------------------------------------------------- pinning
+
 
 def pin(cpus: set[int]) -> Optional[list[int]]:
     """Pin this process to `cpus`, or where the OS refuses some of them, to those of them it runs on now;
@@ -102,6 +119,7 @@ def allowed_cpus() -> list[int]:
 
 # ------------------------------------------------------------------- machine
 
+
 def machine() -> dict:
     model = platform.processor() or "unknown"
     with contextlib.suppress(OSError):
@@ -111,6 +129,7 @@ def machine() -> dict:
                 break
     versions = {}
     from importlib.metadata import PackageNotFoundError, version
+
     for pkg in ("openenv", "uvicorn", "websockets", "fastapi", "pydantic", "starlette", "psutil", "tokenizers"):
         try:
             versions[pkg] = version(pkg)
@@ -122,13 +141,21 @@ def machine() -> dict:
             if line.startswith("MemTotal"):
                 mem_total = round(int(line.split()[1]) / 1024 / 1024, 1)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"cpu_model": model, "cores_online": os.cpu_count(), "cores_allowed": len(allowed_cpus()),
-            "mem_total_gib": mem_total, "python": platform.python_version(),
-            "implementation": platform.python_implementation(), "platform": platform.platform(),
-            "loadavg": [round(x, 2) for x in load] if load else None, "versions": versions}
+    return {
+        "cpu_model": model,
+        "cores_online": os.cpu_count(),
+        "cores_allowed": len(allowed_cpus()),
+        "mem_total_gib": mem_total,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "loadavg": [round(x, 2) for x in load] if load else None,
+        "versions": versions,
+    }
 
 
 # -------------------------------------------------------------------- output
+
 
 def write_json(path: Optional[str], data: dict) -> None:
     text = json.dumps(data, indent=1, default=str)
@@ -141,15 +168,28 @@ def write_json(path: Optional[str], data: dict) -> None:
 
 # ------------------------------------------------------------------- servers
 
+
 @contextlib.contextmanager
-def bench_server(app: str, env: Optional[Mapping[str, Optional[str]]] = None, cpus: Optional[set[int]] = None,
-                 module: str = "uvicorn", args: tuple[str, ...] = ("--log-level", "warning"),
-                 log_path: Optional[Path] = None) -> Iterator[tuple[str, int]]:
+def bench_server(
+    app: str,
+    env: Optional[Mapping[str, Optional[str]]] = None,
+    cpus: Optional[set[int]] = None,
+    module: str = "uvicorn",
+    args: tuple[str, ...] = ("--log-level", "warning"),
+    log_path: Optional[Path] = None,
+) -> Iterator[tuple[str, int]]:
     """Every benchmarked server alike: uvicorn defaults, `--log-level warning` (unless `args` says
     otherwise), the web interface off (ENABLE_WEB_INTERFACE removed), optionally pinned to `cpus`;
     yields (base_url, pid). `module` replaces `uvicorn` (the instrumented wrapper
     `tools.bench._uvicorn_wrap` takes the same arguments)."""
     pythonpath = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    with uvicorn_process(app, env={"ENABLE_WEB_INTERFACE": None, "PYTHONPATH": pythonpath, **(env or {})},
-                         module=module, args=args, cpus=cpus, timeout=120, log_path=log_path) as served:
+    with uvicorn_process(
+        app,
+        env={"ENABLE_WEB_INTERFACE": None, "PYTHONPATH": pythonpath, **(env or {})},
+        module=module,
+        args=args,
+        cpus=cpus,
+        timeout=120,
+        log_path=log_path,
+    ) as served:
         yield served

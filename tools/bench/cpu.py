@@ -30,8 +30,9 @@ from tools.bench.replay import ECHO, OURS, TEXT_ECHO, Replay, drive, encode
 WRAP = "tools.bench._uvicorn_wrap"
 
 
-async def server_profile(replays: list[Replay], seconds: float, server_cpus: set[int], sessions: int = 16,
-                         app: str = OURS) -> dict:
+async def server_profile(
+    replays: list[Replay], seconds: float, server_cpus: set[int], sessions: int = 16, app: str = OURS
+) -> dict:
     echo = app == ECHO
     with tempfile.TemporaryDirectory(prefix="releaseops_bench_prof_") as tmp:
         out = Path(tmp) / "server.prof"
@@ -47,8 +48,12 @@ async def server_profile(replays: list[Replay], seconds: float, server_cpus: set
         while not threads_file.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         stats = pstats.Stats(str(out))
-        summary = {"total_cpu_s": stats.total_tt, **profiles.top(stats, 20), "categories": profiles.by_category(stats),
-                   "threads_merged": int(threads_file.read_text())}
+        summary = {
+            "total_cpu_s": stats.total_tt,
+            **profiles.top(stats, 20),
+            "categories": profiles.by_category(stats),
+            "threads_merged": int(threads_file.read_text()),
+        }
     summary.pop("total_s")
     summary["steps_profiled"] = res["steps_in_window"]
     summary["sessions"] = sessions
@@ -62,8 +67,9 @@ async def in_situ_timers(replays: list[Replay], seconds: float, server_cpus: set
     for name, app in (("ours", OURS), ("text_echo", TEXT_ECHO), ("echo", ECHO)):
         with tempfile.TemporaryDirectory(prefix="releaseops_bench_timers_") as tmp:
             path = Path(tmp) / "timers.json"
-            with bench_server(app, cpus=server_cpus, module=WRAP,
-                              env={"BENCH_TIMERS": str(path), "BENCH_GC_FREEZE": "1"}) as (url, pid):
+            with bench_server(
+                app, cpus=server_cpus, module=WRAP, env={"BENCH_TIMERS": str(path), "BENCH_GC_FREEZE": "1"}
+            ) as (url, pid):
                 await drive(url, pid, 4, replays, 0.2, 0.5, echo=name == "echo")
                 res = await drive(url, pid, sessions, replays, 0.5, seconds, echo=name == "echo")
             timers = json.loads(path.read_text())  # written when the server stopped
@@ -71,11 +77,16 @@ async def in_situ_timers(replays: list[Replay], seconds: float, server_cpus: set
         per_step = {k: v["cpu_s"] / steps * 1e6 for k, v in timers.items()}
         per_call = {k: v["cpu_s"] / v["calls"] * 1e6 for k, v in timers.items()}
         timed = sum(per_step.values())
-        out[name] = {"server_cpu_us_per_step": res["server_cpu_us_per_step"], "us_per_step": per_step,
-                     "us_per_call": per_call, "timed_us_per_step": timed,
-                     "rest_us_per_step": res["server_cpu_us_per_step"] - timed,
-                     "mean_reply_bytes": res["mean_reply_bytes"], "throughput": res["throughput"],
-                     "mismatches": res["mismatches"] + res["errors"]}
+        out[name] = {
+            "server_cpu_us_per_step": res["server_cpu_us_per_step"],
+            "us_per_step": per_step,
+            "us_per_call": per_call,
+            "timed_us_per_step": timed,
+            "rest_us_per_step": res["server_cpu_us_per_step"] - timed,
+            "mean_reply_bytes": res["mean_reply_bytes"],
+            "throughput": res["throughput"],
+            "mismatches": res["mismatches"] + res["errors"],
+        }
     out["sessions"] = sessions
     return out
 
@@ -84,20 +95,30 @@ def pipeline(episodes: list[dict], repeats: int) -> dict:
     """The server's per-step CPU path in-process (no network, no executor hop), ours vs both echoes:
     parse (json.loads + WSStepMessage + deserialize_action), env.step, serialize_observation,
     WSObservationResponse(...).model_dump_json(); and the engine's own step for reference."""
-    from tools.bench.echo_app import EchoAction, EchoEnvironment
-    from tools.bench.text_echo_app import TextEchoEnvironment, texts_of
     from client.models import ReleaseOpsAction
     from server.releaseops_environment import ReleaseOpsEnvironment
+    from tools.bench.echo_app import EchoAction, EchoEnvironment
+    from tools.bench.text_echo_app import TextEchoEnvironment, texts_of
 
     texts = texts_of(episodes)
-    envs = {"ours": (ReleaseOpsEnvironment, ReleaseOpsAction),
-            "text_echo": (lambda: TextEchoEnvironment(texts), EchoAction), "echo": (EchoEnvironment, EchoAction)}
+    envs = {
+        "ours": (ReleaseOpsEnvironment, ReleaseOpsAction),
+        "text_echo": (lambda: TextEchoEnvironment(texts), EchoAction),
+        "echo": (EchoEnvironment, EchoAction),
+    }
     runs = []
     for _ in range(repeats):
-        runs.append({**{name: _pipeline_once(episodes, *env) for name, env in envs.items()},
-                     "engine_step_us": _engine_step_us(episodes)})
-    return {**{name: {k: med([r[name][k] for r in runs]) for k in runs[0][name]} for name in envs},
-            "engine_step_us": med([r["engine_step_us"] for r in runs]), "repeats": repeats}
+        runs.append(
+            {
+                **{name: _pipeline_once(episodes, *env) for name, env in envs.items()},
+                "engine_step_us": _engine_step_us(episodes),
+            }
+        )
+    return {
+        **{name: {k: med([r[name][k] for r in runs]) for k in runs[0][name]} for name in envs},
+        "engine_step_us": med([r["engine_step_us"] for r in runs]),
+        "repeats": repeats,
+    }
 
 
 def _pipeline_once(episodes: list[dict], env_cls, action_cls) -> dict:
@@ -130,9 +151,14 @@ def _pipeline_once(episodes: list[dict], env_cls, action_cls) -> dict:
             if obs.done:  # the episode's last reply, with its metadata
                 done_sizes.append(len(text.encode()))
                 done_metadata.append(len(json.dumps(obs.metadata, separators=(",", ":")).encode()))
-    out = {"parse_us": parse / n / 1e3, "env_step_us": step / n / 1e3, "serialize_us": ser / n / 1e3,
-           "response_json_us": resp / n / 1e3, "total_us": (parse + step + ser + resp) / n / 1e3,
-           "mean_response_bytes": size / n}
+    out = {
+        "parse_us": parse / n / 1e3,
+        "env_step_us": step / n / 1e3,
+        "serialize_us": ser / n / 1e3,
+        "response_json_us": resp / n / 1e3,
+        "total_us": (parse + step + ser + resp) / n / 1e3,
+        "mean_response_bytes": size / n,
+    }
     if done_sizes:
         out.update(done_response_bytes=med(done_sizes), done_metadata_bytes=med(done_metadata))
     return out

@@ -41,8 +41,12 @@ class EchoEnvironment(Environment):
         self._state = State(episode_id=episode_id or "echo", step_count=0)
         return EchoObservation(text="ready", done=False, reward=0.0)
 
-    def step(self, action: EchoAction, timeout_s: Optional[float] = None,  # type: ignore[override]
-             **kwargs: Any) -> EchoObservation:
+    def step(
+        self,
+        action: EchoAction,
+        timeout_s: Optional[float] = None,  # type: ignore[override]
+        **kwargs: Any,
+    ) -> EchoObservation:
         self._state.step_count += 1
         return EchoObservation(text=action.tool_name, done=False, reward=0.0)
 

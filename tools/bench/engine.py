@@ -29,9 +29,9 @@ import json
 import pstats
 import time
 
+from releaseops_arena.tool_env import ReleaseOpsToolEnv
 from tools.bench import profiles
 from tools.bench.common import allowed_cpus, med, percentile, pin, record, summary, workload_scenarios, write_json
-from releaseops_arena.tool_env import ReleaseOpsToolEnv
 
 
 def _prepare(episodes: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -154,15 +154,29 @@ def run(quick: bool = False, per_cell: int | None = None, repeats: int | None = 
     for _ in range(repeats):
         gc.collect()
         runs.append(one_repeat(episodes, boards, results))
-    keys = ["calls_per_s", "step_mean_us", "step_median_us", "step_p99_us", "reset_median_us", "reset_p99_us",
-            "episodes_per_s", "floor_board_us", "floor_board_dict_us", "floor_result_us", "ratio_board",
-            "ratio_board_dict", "ratio_result"]
+    keys = [
+        "calls_per_s",
+        "step_mean_us",
+        "step_median_us",
+        "step_p99_us",
+        "reset_median_us",
+        "reset_p99_us",
+        "episodes_per_s",
+        "floor_board_us",
+        "floor_board_dict_us",
+        "floor_result_us",
+        "ratio_board",
+        "ratio_board_dict",
+        "ratio_result",
+    ]
     medians = {k: med([r[k] for r in runs]) for k in keys}
     spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in keys}
     medians["reset_median_us_by_difficulty"] = {
-        d: med([r["reset_median_us_by_difficulty"][d] for r in runs]) for d in runs[0]["reset_median_us_by_difficulty"]}
+        d: med([r["reset_median_us_by_difficulty"][d] for r in runs]) for d in runs[0]["reset_median_us_by_difficulty"]
+    }
     medians["step_median_us_by_tool"] = {
-        t: med([r["step_median_us_by_tool"][t] for r in runs]) for t in runs[0]["step_median_us_by_tool"]}
+        t: med([r["step_median_us_by_tool"][t] for r in runs]) for t in runs[0]["step_median_us_by_tool"]
+    }
     calls_per_episode = [len(ep["calls"]) for ep in episodes]
     outcomes: dict[str, int] = {}
     for ep in episodes:
@@ -196,9 +210,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         write_json(args.json, result)
         m = result["median"]
-        print(f"engine: {m['calls_per_s']:,.0f} calls/s, step {m['step_mean_us']:.1f} us, reset "
-              f"{m['reset_median_us']:.0f} us, floor ratio {m['ratio_board']:.2f}x (board) "
-              f"{m['ratio_result']:.2f}x (result)")
+        print(
+            f"engine: {m['calls_per_s']:,.0f} calls/s, step {m['step_mean_us']:.1f} us, reset "
+            f"{m['reset_median_us']:.0f} us, floor ratio {m['ratio_board']:.2f}x (board) "
+            f"{m['ratio_result']:.2f}x (result)"
+        )
     else:
         write_json(None, result)
 

@@ -101,10 +101,18 @@ def _pin_to(cpus: Optional[set[int]]):
 
 
 @contextlib.contextmanager
-def uvicorn_process(app: str = "server.app:app", *, env: Optional[Mapping[str, Optional[str]]] = None,
-                    host: str = "127.0.0.1", port: Optional[int] = None, timeout: float = HEALTH_TIMEOUT_S,
-                    log_path: Optional[Path] = None, module: str = "uvicorn", args: Sequence[str] = (),
-                    cpus: Optional[set[int]] = None) -> Iterator[tuple[str, int]]:
+def uvicorn_process(
+    app: str = "server.app:app",
+    *,
+    env: Optional[Mapping[str, Optional[str]]] = None,
+    host: str = "127.0.0.1",
+    port: Optional[int] = None,
+    timeout: float = HEALTH_TIMEOUT_S,
+    log_path: Optional[Path] = None,
+    module: str = "uvicorn",
+    args: Sequence[str] = (),
+    cpus: Optional[set[int]] = None,
+) -> Iterator[tuple[str, int]]:
     """`python -m MODULE APP --host H --port P [ARGS]` from the repo root; yields (base_url, pid).
 
     `env` overrides the inherited environment (None removes a variable). The server's
@@ -114,11 +122,15 @@ def uvicorn_process(app: str = "server.app:app", *, env: Optional[Mapping[str, O
     """
     port = port or free_port(host)
     base_url = f"http://{host}:{port}"
-    with (open(log_path, "w+b") if log_path else tempfile.TemporaryFile(mode="w+b")) as log:
+    with open(log_path, "w+b") if log_path else tempfile.TemporaryFile(mode="w+b") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", module, app, "--host", host, "--port", str(port), *args],
-            cwd=REPO_ROOT, env=child_environment(env), stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, preexec_fn=_pin_to(cpus),
+            cwd=REPO_ROOT,
+            env=child_environment(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_pin_to(cpus),
         )
         try:
             wait_for_health(base_url, timeout=timeout, alive=lambda: proc.poll() is None)

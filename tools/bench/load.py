@@ -27,24 +27,36 @@ from tools.bench.replay import ECHO, OURS, TEXT_ECHO, Replay, drive, warm_up
 LEVELS = (1, 16, 64)
 SERVERS = (("ours", OURS), ("text_echo", TEXT_ECHO), ("echo", ECHO))
 FLOORS = {"": "text_echo", "_bare": "echo"}  # ratio key suffix -> the floor it divides by
-COMPARED = ("throughput", "p50_ms", "p99_ms", "server_cpu", "server_cpu_us_per_step", "reply_bytes_p50",
-            "reply_bytes_p99", "mean_reply_bytes")
+COMPARED = (
+    "throughput",
+    "p50_ms",
+    "p99_ms",
+    "server_cpu",
+    "server_cpu_us_per_step",
+    "reply_bytes_p50",
+    "reply_bytes_p99",
+    "mean_reply_bytes",
+)
 COMPARED_LOAD = COMPARED + ("client_cpu", "resets_per_s")
 
 
 @contextlib.contextmanager
-def three_servers(server_cpus: set[int], module: str = "uvicorn", env: dict | None = None,
-                  env_of: dict[str, dict] | None = None):
+def three_servers(
+    server_cpus: set[int], module: str = "uvicorn", env: dict | None = None, env_of: dict[str, dict] | None = None
+):
     """Ours and both floors, alike but for the app (and `env_of[name]`); yields {name: (url, pid)}."""
     with contextlib.ExitStack() as stack:
-        yield {name: stack.enter_context(bench_server(app, cpus=server_cpus, module=module,
-                                                      env={**(env or {}), **(env_of or {}).get(name, {})}))
-               for name, app in SERVERS}
+        yield {
+            name: stack.enter_context(
+                bench_server(app, cpus=server_cpus, module=module, env={**(env or {}), **(env_of or {}).get(name, {})})
+            )
+            for name, app in SERVERS
+        }
 
 
 def rotated(r: int) -> list[str]:
     names = [name for name, _ in SERVERS]
-    return names[r % len(names):] + names[:r % len(names)]
+    return names[r % len(names) :] + names[: r % len(names)]
 
 
 def compare(runs: dict[str, list[dict]], keys: tuple[str, ...]) -> dict:
@@ -55,19 +67,29 @@ def compare(runs: dict[str, list[dict]], keys: tuple[str, ...]) -> dict:
     for suffix, floor in FLOORS.items():
         tr = [o["throughput"] / e["throughput"] for o, e in zip(ours, runs[floor])]
         pr = [o["p99_ms"] / e["p99_ms"] for o, e in zip(ours, runs[floor])]
-        row.update({f"throughput_ratio{suffix}": med(tr), f"p99_ratio{suffix}": med(pr),
-                    f"throughput_ratio{suffix}_range": [min(tr), max(tr)], f"p99_ratio{suffix}_range": [min(pr), max(pr)]})
-    row["cpu_us_minus_text_echo"] = med([o["server_cpu_us_per_step"] - e["server_cpu_us_per_step"]
-                                         for o, e in zip(ours, runs["text_echo"])])
+        row.update(
+            {
+                f"throughput_ratio{suffix}": med(tr),
+                f"p99_ratio{suffix}": med(pr),
+                f"throughput_ratio{suffix}_range": [min(tr), max(tr)],
+                f"p99_ratio{suffix}_range": [min(pr), max(pr)],
+            }
+        )
+    row["cpu_us_minus_text_echo"] = med(
+        [o["server_cpu_us_per_step"] - e["server_cpu_us_per_step"] for o, e in zip(ours, runs["text_echo"])]
+    )
     row["mismatches"] = sum(x["mismatches"] + x["errors"] for xs in runs.values() for x in xs)
     row["extensions"] = sorted({e for xs in runs.values() for x in xs for e in x["extensions"]}, key=str)
     return row
 
 
 def _log(prefix: str, name: str, res: dict) -> None:
-    print(f"  {prefix} {name:9s}: {res['throughput']:7.0f} steps/s p50 {res['p50_ms']:.2f} ms p99 "
-          f"{res['p99_ms']:.2f} ms server cpu {res['server_cpu']:.2f} client cpu {res['client_cpu']:.2f} "
-          f"reply {res['reply_bytes_p50']:.0f}/{res['reply_bytes_p99']:.0f} B", flush=True)
+    print(
+        f"  {prefix} {name:9s}: {res['throughput']:7.0f} steps/s p50 {res['p50_ms']:.2f} ms p99 "
+        f"{res['p99_ms']:.2f} ms server cpu {res['server_cpu']:.2f} client cpu {res['client_cpu']:.2f} "
+        f"reply {res['reply_bytes_p50']:.0f}/{res['reply_bytes_p99']:.0f} B",
+        flush=True,
+    )
 
 
 async def load(replays: list[Replay], rounds: int, warmup_s: float, window_s: float, server_cpus: set[int]) -> dict:
@@ -98,8 +120,9 @@ PLAIN = VARIANTS[1][0]
 LOOP = VARIANTS[2][0]
 
 
-async def variants(replays: list[Replay], rounds: int, warmup_s: float, window_s: float, server_cpus: set[int],
-                   sessions: int = 64) -> dict:
+async def variants(
+    replays: list[Replay], rounds: int, warmup_s: float, window_s: float, server_cpus: set[int], sessions: int = 64
+) -> dict:
     """Ours against both floors at 64 sessions, with and without permessage-deflate, and with the floors
     stepping on the event loop as ours does (`tools/bench/_uvicorn_wrap.py` serves all three and logs their
     full collections)."""
@@ -108,26 +131,40 @@ async def variants(replays: list[Replay], rounds: int, warmup_s: float, window_s
         res: dict[str, list[dict]] = {name: [] for name, _ in SERVERS}
         with tempfile.TemporaryDirectory(prefix="releaseops_bench_gc_") as tmp:
             logs = {name: str(Path(tmp) / f"{name}.json") for name in res}
-            env_of = {name: {"BENCH_GC_LOG": path, **({"BENCH_LOOP_STEP": "1"} if floors_on_loop and name != "ours"
-                                                      else {})} for name, path in logs.items()}
+            env_of = {
+                name: {"BENCH_GC_LOG": path, **({"BENCH_LOOP_STEP": "1"} if floors_on_loop and name != "ours" else {})}
+                for name, path in logs.items()
+            }
             with three_servers(server_cpus, module="tools.bench._uvicorn_wrap", env_of=env_of) as servers:
                 await warm_up(servers, replays, compression=compression)
                 for r in range(rounds):
                     for name in rotated(r):
                         url, pid = servers[name]
-                        res[name].append(await drive(url, pid, sessions, replays, warmup_s, window_s,
-                                                     echo=name == "echo", compression=compression))
+                        res[name].append(
+                            await drive(
+                                url,
+                                pid,
+                                sessions,
+                                replays,
+                                warmup_s,
+                                window_s,
+                                echo=name == "echo",
+                                compression=compression,
+                            )
+                        )
                         _log(f"{label}, round {r + 1}", name, res[name][-1])
                         await asyncio.sleep(0.3)
             # the servers have stopped, so their logs are written
             gc_logs = {name: json.loads(Path(path).read_text()) for name, path in logs.items()}
-        row = {"variant": label, "compression": compression, "floors_on_loop": floors_on_loop,
-               **compare(res, COMPARED)}
+        row = {"variant": label, "compression": compression, "floors_on_loop": floors_on_loop, **compare(res, COMPARED)}
         for name in res:
             row.update({f"{name}_{k}": v for k, v in full_collections(gc_logs[name], res[name]).items()})
-        print(f"  {label}: ours/text echo {row['throughput_ratio']:.2f}x, p99 {row['p99_ratio']:.2f}x; ours/bare echo "
-              f"{row['throughput_ratio_bare']:.2f}x, p99 {row['p99_ratio_bare']:.2f}x; extensions "
-              f"{row['extensions']}", flush=True)
+        print(
+            f"  {label}: ours/text echo {row['throughput_ratio']:.2f}x, p99 {row['p99_ratio']:.2f}x; ours/bare echo "
+            f"{row['throughput_ratio_bare']:.2f}x, p99 {row['p99_ratio_bare']:.2f}x; extensions "
+            f"{row['extensions']}",
+            flush=True,
+        )
         out.append(row)
     return {"sessions": sessions, "rounds": rounds, "window_s": window_s, "table": out}
 
@@ -140,10 +177,14 @@ def full_collections(log: dict, runs: list[dict]) -> dict:
     inside = [d for t, d in log["full_collections"] if any(w0 <= t <= w1 for w0, w1 in windows)]
     seconds = sum(w1 - w0 for w0, w1 in windows)
     steps = sum(x["steps_in_window"] for x in runs)
-    return {"full_gc_per_s": len(inside) / seconds, "full_gc_share": sum(inside) / seconds,
-            "full_gc_max_ms": max(inside) * 1e3 if inside else 0.0,
-            "full_gc_per_1000_steps": len(inside) / steps * 1000 if steps else float("nan"),
-            "tracked_objects_at_start": log["tracked_objects_at_start"], "frozen_by_app": log["frozen_by_app"]}
+    return {
+        "full_gc_per_s": len(inside) / seconds,
+        "full_gc_share": sum(inside) / seconds,
+        "full_gc_max_ms": max(inside) * 1e3 if inside else 0.0,
+        "full_gc_per_1000_steps": len(inside) / steps * 1000 if steps else float("nan"),
+        "tracked_objects_at_start": log["tracked_objects_at_start"],
+        "frozen_by_app": log["frozen_by_app"],
+    }
 
 
 WORKER_COUNTS = (1, 2)
@@ -182,26 +223,40 @@ def on_cpus(cpus: set[int]):
             pin(before)
 
 
-async def workers(replays: list[Replay], rounds: int, warmup_s: float, window_s: float, cpus: set[int],
-                  sessions: int = 64) -> dict:
+async def workers(
+    replays: list[Replay], rounds: int, warmup_s: float, window_s: float, cpus: set[int], sessions: int = 64
+) -> dict:
     """2 workers against 1 at the same load, both alive for the whole piece and driven in turns; the servers
     and the client all on `cpus` (every core this run may use: a child inherits its parent's pinning, so
     each is given them explicitly)."""
     res: dict[int, list[dict]] = {n: [] for n in WORKER_COUNTS}
     with on_cpus(cpus), contextlib.ExitStack() as stack:
         servers = {n: stack.enter_context(ours_with_workers(n, cpus)) for n in WORKER_COUNTS}
-        for n, (url, pid) in servers.items():
+        for url, pid in servers.values():
             await drive(url, pid, sessions, replays, 0.2, 1.0, echo=False)  # every worker warm
         for r in range(rounds):
-            for n in (WORKER_COUNTS if r % 2 == 0 else WORKER_COUNTS[::-1]):
+            for n in WORKER_COUNTS if r % 2 == 0 else WORKER_COUNTS[::-1]:
                 url, pid = servers[n]
                 res[n].append(await drive(url, pid, sessions, replays, warmup_s, window_s, echo=False))
                 _log(f"round {r + 1}", f"{n} worker{'s' * (n > 1)}", res[n][-1])
                 await asyncio.sleep(0.3)
-    table = [{"workers": n, **{k: med([x[k] for x in res[n]]) for k in WORKER_KEYS},
-              # per process, busiest first: medians over rounds of the busiest, the next, ...
-              "server_cpu_by_process": [med(x) for x in zip(*(r["server_cpu_by_process"] for r in res[n]))],
-              "mismatches": sum(x["mismatches"] + x["errors"] for x in res[n])} for n in WORKER_COUNTS]
+    table = [
+        {
+            "workers": n,
+            **{k: med([x[k] for x in res[n]]) for k in WORKER_KEYS},
+            # per process, busiest first: medians over rounds of the busiest, the next, ...
+            "server_cpu_by_process": [med(x) for x in zip(*(r["server_cpu_by_process"] for r in res[n]))],
+            "mismatches": sum(x["mismatches"] + x["errors"] for x in res[n]),
+        }
+        for n in WORKER_COUNTS
+    ]
     speedups = [b["throughput"] / a["throughput"] for a, b in zip(res[1], res[2])]
-    return {"sessions": sessions, "rounds": rounds, "window_s": window_s, "cpus": sorted(cpus), "table": table,
-            "speedup": med(speedups), "speedup_range": [min(speedups), max(speedups)]}
+    return {
+        "sessions": sessions,
+        "rounds": rounds,
+        "window_s": window_s,
+        "cpus": sorted(cpus),
+        "table": table,
+        "speedup": med(speedups),
+        "speedup_range": [min(speedups), max(speedups)],
+    }

@@ -45,9 +45,15 @@ async def memory_of(app: str, replays: list[Replay], server_cpus: set[int], echo
         await asyncio.gather(*(close_session(ws) for ws in held))
         await asyncio.sleep(2.0)
         rss_closed = rss_mb(pid)
-    return {"rss0_mb": rss0, "rss16_mb": rss16, "rss64_mb": rss64, "rss_after_close_mb": rss_closed,
-            "per_session_16_mb": (rss16 - rss0) / 16, "per_session_64_mb": (rss64 - rss0) / 64,
-            "threads_at_64": threads64}
+    return {
+        "rss0_mb": rss0,
+        "rss16_mb": rss16,
+        "rss64_mb": rss64,
+        "rss_after_close_mb": rss_closed,
+        "per_session_16_mb": (rss16 - rss0) / 16,
+        "per_session_64_mb": (rss64 - rss0) / 64,
+        "threads_at_64": threads64,
+    }
 
 
 async def soak(replays: list[Replay], seconds: float, server_cpus: set[int], sessions: int = 64) -> dict:
@@ -66,17 +72,30 @@ async def soak(replays: list[Replay], seconds: float, server_cpus: set[int], ses
                 samples.append((time.perf_counter() - t0, proc.memory_info().rss / 2**20, tally.episodes))
                 await asyncio.sleep(1.0)
 
-        await asyncio.gather(sampler(), *(worker(i, url, ws, replays, clock, tally, echo=False,
-                                                 reconnect_every=RECONNECT_EVERY) for i, ws in enumerate(sockets)))
+        await asyncio.gather(
+            sampler(),
+            *(
+                worker(i, url, ws, replays, clock, tally, echo=False, reconnect_every=RECONNECT_EVERY)
+                for i, ws in enumerate(sockets)
+            ),
+        )
         await asyncio.sleep(2.0)
         rss_after = rss_mb(pid)
     rs = [s[1] for s in samples]
     half = [s for s in samples if s[0] >= seconds / 2]
     return {
-        "seconds": seconds, "sessions": sessions, "reconnect_every": RECONNECT_EVERY, "episodes": tally.episodes,
-        "steps": tally.steps, "mismatches": tally.mismatches + tally.errors,
-        "rss_idle_before_mb": rss_idle, "rss_start_mb": rs[0], "rss_end_mb": rs[-1], "rss_max_mb": max(rs),
-        "rss_min_mb": min(rs), "rss_after_close_mb": rss_after,
+        "seconds": seconds,
+        "sessions": sessions,
+        "reconnect_every": RECONNECT_EVERY,
+        "episodes": tally.episodes,
+        "steps": tally.steps,
+        "mismatches": tally.mismatches + tally.errors,
+        "rss_idle_before_mb": rss_idle,
+        "rss_start_mb": rs[0],
+        "rss_end_mb": rs[-1],
+        "rss_max_mb": max(rs),
+        "rss_min_mb": min(rs),
+        "rss_after_close_mb": rss_after,
         "second_half_growth_mb": half[-1][1] - half[0][1] if half else float("nan"),
         "second_half_slope_mb_per_min": slope_per_min([(t, r) for t, r, _ in half]),
         "samples": [[round(t, 1), round(r, 2), e] for t, r, e in samples],

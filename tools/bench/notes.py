@@ -15,9 +15,18 @@ NAMES = {"ours": "ours", "text_echo": "the text echo", "echo": "the bare echo"}
 
 
 def notes(results: dict) -> list[str]:
-    found = (engine_in_situ(results), full_collections(results), deflate(results), cpu_budget(results),
-             profile_gap(results), reply_bytes(results), dispatch(results), littles_law(results), client_cpu(results),
-             workers(results))
+    found = (
+        engine_in_situ(results),
+        full_collections(results),
+        deflate(results),
+        cpu_budget(results),
+        profile_gap(results),
+        reply_bytes(results),
+        dispatch(results),
+        littles_law(results),
+        client_cpu(results),
+        workers(results),
+    )
     return [n for n in found if n]
 
 
@@ -25,26 +34,33 @@ def engine_in_situ(results: dict) -> Optional[str]:
     tm, pl = results["server"].get("timers"), results["server"].get("pipeline")
     if not (tm and pl):
         return None
-    return (f"The engine figures are a hot loop on one pinned core. Inside the running server the same "
-            f"`env.step` costs {f1(tm['ours']['us_per_call']['env.step'])} us per call (in-situ) against "
-            f"{f1(pl['ours']['env_step_us'])} us in-process, of which the engine's own step is "
-            f"{f1(pl['engine_step_us'])} us; the rest of `env.step` is the adapter.")
+    return (
+        f"The engine figures are a hot loop on one pinned core. Inside the running server the same "
+        f"`env.step` costs {f1(tm['ours']['us_per_call']['env.step'])} us per call (in-situ) against "
+        f"{f1(pl['ours']['env_step_us'])} us in-process, of which the engine's own step is "
+        f"{f1(pl['engine_step_us'])} us; the rest of `env.step` is the adapter."
+    )
 
 
 def _gc(row: dict, name: str) -> str:
-    return (f"{f2(row[f'{name}_full_gc_per_s'])} full collections/s, {row[f'{name}_full_gc_share'] * 100:.1f}% of "
-            f"the time, pauses up to {f0(row[f'{name}_full_gc_max_ms'])} ms")
+    return (
+        f"{f2(row[f'{name}_full_gc_per_s'])} full collections/s, {row[f'{name}_full_gc_share'] * 100:.1f}% of "
+        f"the time, pauses up to {f0(row[f'{name}_full_gc_max_ms'])} ms"
+    )
 
 
 def full_collections(results: dict) -> Optional[str]:
     row = variant_row(results, "deflate")
     if not (row and all(f"{n}_full_gc_per_s" in row for n in NAMES)):
         return None
-    heaps = ", ".join(f"{NAMES[n]} {row[f'{n}_tracked_objects_at_start']:,} ({row[f'{n}_frozen_by_app']:,} frozen)"
-                      for n in NAMES)
-    return ("OpenEnv imports gradio at import time even with the web interface off; all three servers freeze "
-            f"their start-up heap, as `server/app.py` does (objects tracked at start: {heaps}), so full "
-            f"collections stay small. At 64 sessions: " + "; ".join(f"{NAMES[n]} {_gc(row, n)}" for n in NAMES) + ".")
+    heaps = ", ".join(
+        f"{NAMES[n]} {row[f'{n}_tracked_objects_at_start']:,} ({row[f'{n}_frozen_by_app']:,} frozen)" for n in NAMES
+    )
+    return (
+        "OpenEnv imports gradio at import time even with the web interface off; all three servers freeze "
+        f"their start-up heap, as `server/app.py` does (objects tracked at start: {heaps}), so full "
+        f"collections stay small. At 64 sessions: " + "; ".join(f"{NAMES[n]} {_gc(row, n)}" for n in NAMES) + "."
+    )
 
 
 def deflate_cost(results: dict) -> Optional[tuple[float, float, float]]:
@@ -60,14 +76,18 @@ def deflate(results: dict) -> Optional[str]:
     if not cost:
         return None
     off = variant_row(results, None)
-    text = (f"permessage-deflate (negotiated by default by OpenEnv's client and uvicorn) costs about "
-            f"{f0(cost[0])} us of server CPU per step for ours, {f0(cost[1])} us for the text echo and {f0(cost[2])} "
-            f"us for the bare echo. Without it ours runs at {f2(off['throughput_ratio'])}x the text echo's "
-            f"throughput (p99 {f2(off['p99_ratio'])}x)")
+    text = (
+        f"permessage-deflate (negotiated by default by OpenEnv's client and uvicorn) costs about "
+        f"{f0(cost[0])} us of server CPU per step for ours, {f0(cost[1])} us for the text echo and {f0(cost[2])} "
+        f"us for the bare echo. Without it ours runs at {f2(off['throughput_ratio'])}x the text echo's "
+        f"throughput (p99 {f2(off['p99_ratio'])}x)"
+    )
     if "load" in results["server"]:
         row = at_64(results)
-        text += (f", for step replies of median {f0(row['ours_reply_bytes_p50'])} and "
-                 f"{f0(row['text_echo_reply_bytes_p50'])} bytes at 64 sessions")
+        text += (
+            f", for step replies of median {f0(row['ours_reply_bytes_p50'])} and "
+            f"{f0(row['text_echo_reply_bytes_p50'])} bytes at 64 sessions"
+        )
     return text + "."
 
 
@@ -82,10 +102,15 @@ def cpu_budget(results: dict) -> Optional[str]:
     allowed = cpu_budget_us(results, goal)
     engine_us = em["step_mean_us"] + em["reset_median_us"] / max(1.0, server["steps_per_episode"])
     o, e = tm["ours"], tm["text_echo"]
-    in_env = (o["us_per_step"]["env.step"] + o["us_per_step"]["env.reset"]
-              - e["us_per_step"]["env.step"] - e["us_per_step"]["env.reset"])
-    serialize_extra = sum(o["us_per_step"][k] - e["us_per_step"][k]
-                          for k in ("serialize_observation", "response.model_dump_json"))
+    in_env = (
+        o["us_per_step"]["env.step"]
+        + o["us_per_step"]["env.reset"]
+        - e["us_per_step"]["env.step"]
+        - e["us_per_step"]["env.reset"]
+    )
+    serialize_extra = sum(
+        o["us_per_step"][k] - e["us_per_step"][k] for k in ("serialize_observation", "response.model_dump_json")
+    )
     text = (
         f"The {goal:g}x throughput goal is a CPU budget while the server saturates its core: the text echo costs "
         f"{f0(echo_us)} us of server CPU per step at 64 sessions, so ours may cost at most {f0(echo_us / goal)} us, "
@@ -97,13 +122,16 @@ def cpu_budget(results: dict) -> Optional[str]:
         f"{f1(serialize_extra)} us more serializing, and {f1(o['rest_us_per_step'] - e['rest_us_per_step'])} us "
         f"more in the rest of the server (transport, framing, compression, asyncio; the text echo's step also "
         f"rides OpenEnv's executor thread, ours runs on the event loop) for "
-        f"{f0(o['mean_reply_bytes'])}-byte replies (mean) against {f0(e['mean_reply_bytes'])}.")
+        f"{f0(o['mean_reply_bytes'])}-byte replies (mean) against {f0(e['mean_reply_bytes'])}."
+    )
     if in_env > allowed:
         within = l64["cpu_us_minus_text_echo"] <= allowed
-        text += (" `env.step` + `env.reset` alone exceed that budget"
-                 + (": the goal is met only because ours skips the executor hop the text echo takes, so any "
-                    "engine cost added eats straight into it." if within else
-                    ": the goal cannot be met without making the environment's own step cheaper."))
+        text += " `env.step` + `env.reset` alone exceed that budget" + (
+            ": the goal is met only because ours skips the executor hop the text echo takes, so any "
+            "engine cost added eats straight into it."
+            if within
+            else ": the goal cannot be met without making the environment's own step cheaper."
+        )
     return text
 
 
@@ -114,9 +142,11 @@ def profile_gap(results: dict) -> Optional[str]:
     ours, echo = sp["category_us_per_step"], se["category_us_per_step"]
     gaps = sorted(((c, ours.get(c, 0.0) - echo.get(c, 0.0)) for c in set(ours) | set(echo)), key=lambda x: -x[1])
     top = ", ".join(f"{c} {f0(d)}" for c, d in gaps[:4] if d > 0)
-    return (f"Where ours' extra time goes, by the profile ({sp['sessions']} sessions; profiled us per step, inflated "
-            f"by cProfile, ours {f0(sp['cpu_us_per_step'])} against the text echo's {f0(se['cpu_us_per_step'])}): "
-            f"the largest differences are {top}.")
+    return (
+        f"Where ours' extra time goes, by the profile ({sp['sessions']} sessions; profiled us per step, inflated "
+        f"by cProfile, ours {f0(sp['cpu_us_per_step'])} against the text echo's {f0(se['cpu_us_per_step'])}): "
+        f"the largest differences are {top}."
+    )
 
 
 def reply_bytes(results: dict) -> Optional[str]:
@@ -124,19 +154,28 @@ def reply_bytes(results: dict) -> Optional[str]:
     if "load" not in results["server"] or "done_response_bytes" not in pl:
         return None
     row = at_64(results)
-    text = (f"Reply size: ours' median step reply is {f0(row['ours_reply_bytes_p50'])} bytes against the text echo's "
-            f"{f0(row['text_echo_reply_bytes_p50'])}, its p99 {f0(row['ours_reply_bytes_p99'])} against "
-            f"{f0(row['text_echo_reply_bytes_p99'])}, for the same texts: the rest of ours' observation is "
-            f"`episode_return`, with `error` and `outcome` left out while null. ")
+    text = (
+        f"Reply size: ours' median step reply is {f0(row['ours_reply_bytes_p50'])} bytes against the text echo's "
+        f"{f0(row['text_echo_reply_bytes_p50'])}, its p99 {f0(row['ours_reply_bytes_p99'])} against "
+        f"{f0(row['text_echo_reply_bytes_p99'])}, for the same texts: the rest of ours' observation is "
+        f"`episode_return`, with `error` and `outcome` left out while null. "
+    )
     if pl["done_metadata_bytes"] <= 2:  # "{}"
-        return text + (f"An episode's last reply ({f0(pl['done_response_bytes'])} bytes in-process, median) carries "
-                       "no metadata: the end-of-episode record (metrics, reward breakdown, scenario, audit) is in "
-                       "`state`, because OpenEnv's `serialize_observation` sends `metadata` twice, inside the "
-                       "observation and beside it.")
-    return text + (f"An episode's last reply is {f0(pl['done_response_bytes'])} bytes in-process (median) for "
-                   f"{f0(pl['done_metadata_bytes'])} bytes of metadata"
-                   + (", which OpenEnv's `serialize_observation` sends twice, inside the observation and beside it."
-                      if pl["done_response_bytes"] >= 2 * pl["done_metadata_bytes"] else "."))
+        return text + (
+            f"An episode's last reply ({f0(pl['done_response_bytes'])} bytes in-process, median) carries "
+            "no metadata: the end-of-episode record (metrics, reward breakdown, scenario, audit) is in "
+            "`state`, because OpenEnv's `serialize_observation` sends `metadata` twice, inside the "
+            "observation and beside it."
+        )
+    return text + (
+        f"An episode's last reply is {f0(pl['done_response_bytes'])} bytes in-process (median) for "
+        f"{f0(pl['done_metadata_bytes'])} bytes of metadata"
+        + (
+            ", which OpenEnv's `serialize_observation` sends twice, inside the observation and beside it."
+            if pl["done_response_bytes"] >= 2 * pl["done_metadata_bytes"]
+            else "."
+        )
+    )
 
 
 def dispatch(results: dict) -> Optional[str]:
@@ -144,23 +183,27 @@ def dispatch(results: dict) -> Optional[str]:
     row = variant_row(results, "deflate", floors_on_loop=True)
     if not row:
         return None
-    return (f"Dispatch: ours runs each reset and step on the event loop (`step_async`), while OpenEnv's default, "
-            f"which both floors use as served, hops to a per-session executor thread and back. With the floors "
-            f"also stepping on the event loop (the what-if), ours runs at {f2(row['throughput_ratio'])}x the text "
-            f"echo's throughput (p99 {f2(row['p99_ratio'])}x; server CPU per step "
-            f"{f0(row['ours_server_cpu_us_per_step'])} against {f0(row['text_echo_server_cpu_us_per_step'])} us): "
-            f"that is the engine's and the adapter's own cost, with dispatch taken out.")
+    return (
+        f"Dispatch: ours runs each reset and step on the event loop (`step_async`), while OpenEnv's default, "
+        f"which both floors use as served, hops to a per-session executor thread and back. With the floors "
+        f"also stepping on the event loop (the what-if), ours runs at {f2(row['throughput_ratio'])}x the text "
+        f"echo's throughput (p99 {f2(row['p99_ratio'])}x; server CPU per step "
+        f"{f0(row['ours_server_cpu_us_per_step'])} against {f0(row['text_echo_server_cpu_us_per_step'])} us): "
+        f"that is the engine's and the adapter's own cost, with dispatch taken out."
+    )
 
 
 def littles_law(results: dict) -> Optional[str]:
     if "load" not in results["server"]:
         return None
     l64 = at_64(results)
-    return (f"Latency at a fixed number of closed-loop sessions follows throughput (Little's law: mean latency = "
-            f"sessions / throughput): at 64 sessions the p50 ratio to the text echo is "
-            f"{f2(l64['ours_p50_ms'] / l64['text_echo_p50_ms'])}x "
-            f"for a throughput ratio of {f2(l64['throughput_ratio'])}x, so the p99 goal "
-            f"({GOALS['server_p99_64'].goal()}) needs the throughput goal met first.")
+    return (
+        f"Latency at a fixed number of closed-loop sessions follows throughput (Little's law: mean latency = "
+        f"sessions / throughput): at 64 sessions the p50 ratio to the text echo is "
+        f"{f2(l64['ours_p50_ms'] / l64['text_echo_p50_ms'])}x "
+        f"for a throughput ratio of {f2(l64['throughput_ratio'])}x, so the p99 goal "
+        f"({GOALS['server_p99_64'].goal()}) needs the throughput goal met first."
+    )
 
 
 def client_cpu(results: dict) -> Optional[str]:
@@ -172,10 +215,13 @@ def client_cpu(results: dict) -> Optional[str]:
         "Client and servers run on different cores; the client's CPU is reported next to the server's "
         f"({' / '.join(f2(l64[f'{n}_client_cpu']) for n in NAMES)} of a core at 64 sessions, ours / text echo / "
         "bare echo). "
-        + ("All three servers use a full core at 64 sessions: the server process is the bottleneck being measured."
-           if busy else
-           f"The servers used {' / '.join(f2(l64[f'{n}_server_cpu']) for n in NAMES)} of a core at 64 sessions: "
-           "other tenants' processes shared the core, so CPU per step is the figure noise affects least."))
+        + (
+            "All three servers use a full core at 64 sessions: the server process is the bottleneck being measured."
+            if busy
+            else f"The servers used {' / '.join(f2(l64[f'{n}_server_cpu']) for n in NAMES)} of a core at 64 sessions: "
+            "other tenants' processes shared the core, so CPU per step is the figure noise affects least."
+        )
+    )
 
 
 def workers(results: dict) -> Optional[str]:
@@ -186,9 +232,11 @@ def workers(results: dict) -> Optional[str]:
     cores = len(wk["cpus"])
     client_us = two["client_cpu"] / two["throughput"] * 1e6
     ceiling = cores * 1e6 / (two["server_cpu_us_per_step"] + client_us)
-    return (f"Workers: with 1 worker the server used {f2(one['server_cpu'])} cores and the client "
-            f"{f2(one['client_cpu'])}; with 2, {f2(two['server_cpu'])} and {f2(two['client_cpu'])} "
-            f"({f2(two['server_cpu'] + two['client_cpu'])} of {cores} cores), at {f0(one['server_cpu_us_per_step'])} "
-            f"and {f0(two['server_cpu_us_per_step'])} us of server CPU per step. The client itself needs "
-            f"{f0(client_us)} us of CPU per step, so with {cores} cores shared and nothing else running, 2 workers "
-            f"could reach about {f0(ceiling)} steps/s, {f2(ceiling / one['throughput'])}x the 1-worker rate.")
+    return (
+        f"Workers: with 1 worker the server used {f2(one['server_cpu'])} cores and the client "
+        f"{f2(one['client_cpu'])}; with 2, {f2(two['server_cpu'])} and {f2(two['client_cpu'])} "
+        f"({f2(two['server_cpu'] + two['client_cpu'])} of {cores} cores), at {f0(one['server_cpu_us_per_step'])} "
+        f"and {f0(two['server_cpu_us_per_step'])} us of server CPU per step. The client itself needs "
+        f"{f0(client_us)} us of CPU per step, so with {cores} cores shared and nothing else running, 2 workers "
+        f"could reach about {f0(ceiling)} steps/s, {f2(ceiling / one['throughput'])}x the 1-worker rate."
+    )

@@ -16,18 +16,42 @@ from pathlib import Path
 
 # Our packages and the category each one's CPU counts under (the server imports
 # `server` and `client` as top-level packages from the repo root).
-OWN_PACKAGES = {"releaseops_arena": "engine (releaseops_arena)", "server": "adapter (server/, client/)",
-                "client": "adapter (server/, client/)"}
+OWN_PACKAGES = {
+    "releaseops_arena": "engine (releaseops_arena)",
+    "server": "adapter (server/, client/)",
+    "client": "adapter (server/, client/)",
+}
 # Everything else by a substring of the file name or the built-in's name.
 THIRD_PARTY = (
-    ("pydantic", ("pydantic", "<method 'model_dump", "<method 'validate_python", "<method 'to_json",
-                  "<method '__init__' of 'pydantic")),
+    (
+        "pydantic",
+        (
+            "pydantic",
+            "<method 'model_dump",
+            "<method 'validate_python",
+            "<method 'to_json",
+            "<method '__init__' of 'pydantic",
+        ),
+    ),
     ("openenv", ("/openenv/",)),
     ("websockets + compression", ("/websockets/", "zlib", "Compress", "Decompress")),
     ("uvicorn + starlette", ("/uvicorn/", "/starlette/", "/fastapi/")),
-    ("asyncio + executor hop", ("/asyncio/", "/concurrent/", "threading.py", "queue.py", "selectors.py",
-                                "_asyncio", "<method 'acquire'", "<method 'release'", "_thread",
-                                "<method 'put'", "<method 'get' of '_queue")),
+    (
+        "asyncio + executor hop",
+        (
+            "/asyncio/",
+            "/concurrent/",
+            "threading.py",
+            "queue.py",
+            "selectors.py",
+            "_asyncio",
+            "<method 'acquire'",
+            "<method 'release'",
+            "_thread",
+            "<method 'put'",
+            "<method 'get' of '_queue",
+        ),
+    ),
     ("json", ("/json/", "_json")),
     ("sockets", ("<method 'send'", "<method 'recv", "socket")),
 )
@@ -66,7 +90,7 @@ def label(filename: str, line: int, func: str) -> str:
     elif "/site-packages/" in filename:
         short = filename.split("/site-packages/")[-1]
     elif filename.startswith(sysconfig.get_paths()["stdlib"]):
-        short = "stdlib:" + filename[len(sysconfig.get_paths()["stdlib"]):].lstrip("/")
+        short = "stdlib:" + filename[len(sysconfig.get_paths()["stdlib"]) :].lstrip("/")
     else:
         short = filename
     return f"{short}:{line}({func})"
@@ -87,17 +111,20 @@ def category(filename: str, func: str) -> str:
 def rows(stats: pstats.Stats) -> list[dict]:
     """Every profiled function with its calls and self / cumulative share of the profiled time."""
     total = stats.total_tt
-    return [{"function": label(filename, line, func), "calls": nc, "tottime_share": tt / total,
-             "cumtime_share": ct / total}
-            for (filename, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items()]
+    return [
+        {"function": label(filename, line, func), "calls": nc, "tottime_share": tt / total, "cumtime_share": ct / total}
+        for (filename, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items()
+    ]
 
 
 def top(stats: pstats.Stats, n: int = 15) -> dict:
     """The `n` functions with the most self time and the `n` with the most cumulative time."""
     all_rows = rows(stats)
-    return {"total_s": stats.total_tt,
-            "top_tottime": sorted(all_rows, key=lambda r: -r["tottime_share"])[:n],
-            "top_cumtime": sorted(all_rows, key=lambda r: -r["cumtime_share"])[:n]}
+    return {
+        "total_s": stats.total_tt,
+        "top_tottime": sorted(all_rows, key=lambda r: -r["tottime_share"])[:n],
+        "top_cumtime": sorted(all_rows, key=lambda r: -r["cumtime_share"])[:n],
+    }
 
 
 def by_category(stats: pstats.Stats) -> dict[str, float]:

@@ -44,12 +44,14 @@ class Replay:
 def encode(episodes: list[dict]) -> list[Replay]:
     out = []
     for ep in episodes:
-        out.append(Replay(
-            reset=json.dumps({"type": "reset", "data": ep["scenario"]}),
-            steps=[json.dumps({"type": "step", "data": {"tool_name": t, "arguments": a}}) for t, a in ep["calls"]],
-            tools=[t for t, _ in ep["calls"]],
-            expected=[r if r is not None else e for r, e in zip(ep["results"], ep["errors"])],
-        ))
+        out.append(
+            Replay(
+                reset=json.dumps({"type": "reset", "data": ep["scenario"]}),
+                steps=[json.dumps({"type": "step", "data": {"tool_name": t, "arguments": a}}) for t, a in ep["calls"]],
+                tools=[t for t, _ in ep["calls"]],
+                expected=[r if r is not None else e for r, e in zip(ep["results"], ep["errors"])],
+            )
+        )
     return out
 
 
@@ -99,11 +101,18 @@ async def open_session(base: str, first: str, attempts: int = 200, compression: 
     raise RuntimeError(f"could not open a session on {base}: {last}")
 
 
-async def open_sessions(base: str, replays: list[Replay], n: int, offset: int = 0,
-                        compression: str | None = "deflate") -> list:
+async def open_sessions(
+    base: str, replays: list[Replay], n: int, offset: int = 0, compression: str | None = "deflate"
+) -> list:
     """`n` sessions, session i reset with the episode worker i starts from (`first_episode`)."""
-    return list(await asyncio.gather(*(open_session(base, replays[first_episode(offset + i, replays)].reset,
-                                                    compression=compression) for i in range(n))))
+    return list(
+        await asyncio.gather(
+            *(
+                open_session(base, replays[first_episode(offset + i, replays)].reset, compression=compression)
+                for i in range(n)
+            )
+        )
+    )
 
 
 def first_episode(idx: int, replays: list[Replay]) -> int:
@@ -118,8 +127,17 @@ async def close_session(ws) -> None:
         await ws.close()
 
 
-async def worker(idx: int, base: str, ws, replays: list[Replay], clock: Clock, tally: Tally, echo: bool,
-                 reconnect_every: int | None = None, compression: str | None = "deflate") -> None:
+async def worker(
+    idx: int,
+    base: str,
+    ws,
+    replays: list[Replay],
+    clock: Clock,
+    tally: Tally,
+    echo: bool,
+    reconnect_every: int | None = None,
+    compression: str | None = "deflate",
+) -> None:
     """Replay episodes on `ws` (already reset with this worker's first episode) until `clock.stop_at`."""
     pc = time.perf_counter
     cursor = first_episode(idx, replays)
@@ -202,8 +220,16 @@ def extensions(ws) -> str | None:
     return ws.response.headers.get("Sec-WebSocket-Extensions")
 
 
-async def drive(base: str, pid: int, sessions: int, replays: list[Replay], warmup_s: float, window_s: float,
-                echo: bool, compression: str | None = "deflate") -> dict:
+async def drive(
+    base: str,
+    pid: int,
+    sessions: int,
+    replays: list[Replay],
+    warmup_s: float,
+    window_s: float,
+    echo: bool,
+    compression: str | None = "deflate",
+) -> dict:
     """Open `sessions` sessions, replay for warm-up + window, close them; measure the window."""
     sockets = await open_sessions(base, replays, sessions, compression=compression)
     clock, tally = Clock(), Tally()
@@ -218,14 +244,24 @@ async def drive(base: str, pid: int, sessions: int, replays: list[Replay], warmu
 
     async def sample():
         await asyncio.sleep(max(0.0, clock.t_start - time.perf_counter()))
-        cpu["server0"], cpu["client0"], cpu["t0"], cpu["wall0"] = (cpu_by_process(pid), cpu_seconds(me),
-                                                                   time.perf_counter(), time.time())
+        cpu["server0"], cpu["client0"], cpu["t0"], cpu["wall0"] = (
+            cpu_by_process(pid),
+            cpu_seconds(me),
+            time.perf_counter(),
+            time.time(),
+        )
         await asyncio.sleep(max(0.0, clock.t_end - time.perf_counter()))
-        cpu["server1"], cpu["client1"], cpu["t1"], cpu["wall1"] = (cpu_by_process(pid), cpu_seconds(me),
-                                                                   time.perf_counter(), time.time())
+        cpu["server1"], cpu["client1"], cpu["t1"], cpu["wall1"] = (
+            cpu_by_process(pid),
+            cpu_seconds(me),
+            time.perf_counter(),
+            time.time(),
+        )
 
-    await asyncio.gather(sample(), *(worker(i, base, ws, replays, clock, tally, echo, compression=compression)
-                                     for i, ws in enumerate(sockets)))
+    await asyncio.gather(
+        sample(),
+        *(worker(i, base, ws, replays, clock, tally, echo, compression=compression) for i, ws in enumerate(sockets)),
+    )
     span = cpu["t1"] - cpu["t0"]
     by_pid = {p: (cpu["server1"][p] - cpu["server0"].get(p, 0.0)) / span for p in cpu["server1"]}
     server_cpu_s = sum(by_pid.values()) * span
@@ -254,8 +290,12 @@ async def drive(base: str, pid: int, sessions: int, replays: list[Replay], warmu
     }
 
 
-async def warm_up(servers: dict[str, tuple[str, int]], replays: list[Replay], window_s: float = 0.8,
-                  compression: str | None = "deflate") -> None:
+async def warm_up(
+    servers: dict[str, tuple[str, int]],
+    replays: list[Replay],
+    window_s: float = 0.8,
+    compression: str | None = "deflate",
+) -> None:
     """4 sessions on each server for a moment (imports, first sessions, caches), not measured."""
     for name, (url, pid) in servers.items():
         await drive(url, pid, 4, replays, 0.2, window_s, echo=name == "echo", compression=compression)

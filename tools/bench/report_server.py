@@ -11,8 +11,11 @@ from tools.bench.markdown import drop_empty_columns, f0, f1, f2, table
 
 def sections(results: dict) -> list[str]:
     server = results["server"]
-    pieces = [s for s in (load_section(server), variants_section(server), workers_section(server),
-                          timers_section(server)) if s]
+    pieces = [
+        s
+        for s in (load_section(server), variants_section(server), workers_section(server), timers_section(server))
+        if s
+    ]
     return ["\n\n".join([intro(server), *pieces]) if pieces else "", memory_section(server)]
 
 
@@ -23,14 +26,16 @@ def intro(server: dict) -> str:
         "`create_app(max_concurrent_envs=64)` with the start-up heap frozen (as `server/app.py` does): the **text "
         "echo** (`tools/bench/text_echo_app.py`), which answers each reset and step with exactly the `text` ours sends "
         "there (loaded at start-up from the recorded transcripts, no engine work; the floor the goals use, since "
-        "the model's text is payload no design can drop), and the **bare echo** (`tools/bench/echo_app.py`, a tool-name "
+        "the model's text is payload no design can drop), and the **bare echo** "
+        "(`tools/bench/echo_app.py`, a tool-name "
         "echo; its ratios are for reference). All run as `python -m uvicorn APP --log-level warning` with "
         f"ENABLE_WEB_INTERFACE unset, pinned to CPU {server['server_cpus']}; the client (asyncio + `websockets`, "
         f"default permessage-deflate as OpenEnv's client) is pinned to CPU {server['client_cpus']} and sends all "
         f"three the same messages. Sessions replay recorded `rule` episodes ({server['episodes']} scenarios, "
         f"{server['steps_per_episode']:.1f} steps each): reset, then every step; ours and the text echo must answer "
         "each step with exactly the text the in-process run saw. Reply bytes are each step reply's JSON frame as "
-        "sent, before permessage-deflate.")
+        "sent, before permessage-deflate."
+    )
 
 
 NAMES = ("ours", "text_echo", "echo")
@@ -49,42 +54,99 @@ def load_section(server: dict) -> str:
     if "load" not in server:
         return ""
     ld = server["load"]
-    rows = [[row["sessions"], _trio(row, "throughput"), f"**{f2(row['throughput_ratio'])}x**",
-             f"{f2(row['throughput_ratio_bare'])}x", _trio(row, "p50_ms", f2), _trio(row, "p99_ms", f2),
-             f"**{f2(row['p99_ratio'])}x**", f"{f2(row['p99_ratio_bare'])}x", _trio(row, "server_cpu_us_per_step"),
-             f0(row["cpu_us_minus_text_echo"]), _trio(row, "server_cpu", f2), _trio(row, "client_cpu", f2),
-             _trio(row, "reply_bytes_p50"), _trio(row, "reply_bytes_p99"), _trio(row, "mean_reply_bytes"),
-             row["mismatches"]] for row in ld["table"]]
+    rows = [
+        [
+            row["sessions"],
+            _trio(row, "throughput"),
+            f"**{f2(row['throughput_ratio'])}x**",
+            f"{f2(row['throughput_ratio_bare'])}x",
+            _trio(row, "p50_ms", f2),
+            _trio(row, "p99_ms", f2),
+            f"**{f2(row['p99_ratio'])}x**",
+            f"{f2(row['p99_ratio_bare'])}x",
+            _trio(row, "server_cpu_us_per_step"),
+            f0(row["cpu_us_minus_text_echo"]),
+            _trio(row, "server_cpu", f2),
+            _trio(row, "client_cpu", f2),
+            _trio(row, "reply_bytes_p50"),
+            _trio(row, "reply_bytes_p99"),
+            _trio(row, "mean_reply_bytes"),
+            row["mismatches"],
+        ]
+        for row in ld["table"]
+    ]
     return (
         f"Load: {ld['rounds']} rounds, each a {ld['warmup_s']:g} s warm-up and a {ld['window_s']:g} s window per "
         "server and concurrency, order rotating; medians. Throughput counts step replies (resets excluded but "
         "performed); latency is send-to-reply per step. Triples are ours / text echo / bare echo; ratios are "
         "ours to the text echo (**bold**, the goals') and to the bare echo.\n\n"
-        + table(["sessions", "steps/s", "ours / text echo", "ours / bare echo", "p50 ms", "p99 ms",
-                 "p99 ours / text echo", "p99 ours / bare echo", "server CPU us/step", "CPU us/step ours - text echo",
-                 "server CPU (cores)", "client CPU (cores)", "reply bytes median", "reply bytes p99",
-                 "reply bytes mean", "wrong replies"], rows)
+        + table(
+            [
+                "sessions",
+                "steps/s",
+                "ours / text echo",
+                "ours / bare echo",
+                "p50 ms",
+                "p99 ms",
+                "p99 ours / text echo",
+                "p99 ours / bare echo",
+                "server CPU us/step",
+                "CPU us/step ours - text echo",
+                "server CPU (cores)",
+                "client CPU (cores)",
+                "reply bytes median",
+                "reply bytes p99",
+                "reply bytes mean",
+                "wrong replies",
+            ],
+            rows,
+        )
         + f"\n\nThroughput ratio to the text echo, range over rounds: {_ranges(ld['table'], 'throughput_ratio_range')}"
-        f". p99 ratio: {_ranges(ld['table'], 'p99_ratio_range')}.")
+        f". p99 ratio: {_ranges(ld['table'], 'p99_ratio_range')}."
+    )
 
 
 def _full_gcs(row: dict) -> str:
     if not all(f"{name}_full_gc_per_s" in row for name in NAMES):
         return ""
-    return " / ".join(f"{f2(row[f'{n}_full_gc_per_s'])}/s, {row[f'{n}_full_gc_share'] * 100:.1f}%, max "
-                      f"{f0(row[f'{n}_full_gc_max_ms'])} ms" for n in NAMES)
+    return " / ".join(
+        f"{f2(row[f'{n}_full_gc_per_s'])}/s, {row[f'{n}_full_gc_share'] * 100:.1f}%, max "
+        f"{f0(row[f'{n}_full_gc_max_ms'])} ms"
+        for n in NAMES
+    )
 
 
 def variants_section(server: dict) -> str:
     if "variants" not in server:
         return ""
     va = server["variants"]
-    rows = [[row["variant"], _trio(row, "throughput"), f"**{f2(row['throughput_ratio'])}x**",
-             f"{f2(row['throughput_ratio_bare'])}x", _trio(row, "p99_ms", f1), f"**{f2(row['p99_ratio'])}x**",
-             f"{f2(row['p99_ratio_bare'])}x", _trio(row, "server_cpu_us_per_step"),
-             ", ".join(str(e) for e in row.get("extensions", [])), _full_gcs(row)] for row in va["table"]]
-    header = ["variant", "steps/s", "ours / text echo", "ours / bare echo", "p99 ms", "p99 ours / text echo",
-              "p99 ours / bare echo", "CPU us/step", "extensions agreed", "full GCs"]
+    rows = [
+        [
+            row["variant"],
+            _trio(row, "throughput"),
+            f"**{f2(row['throughput_ratio'])}x**",
+            f"{f2(row['throughput_ratio_bare'])}x",
+            _trio(row, "p99_ms", f1),
+            f"**{f2(row['p99_ratio'])}x**",
+            f"{f2(row['p99_ratio_bare'])}x",
+            _trio(row, "server_cpu_us_per_step"),
+            ", ".join(str(e) for e in row.get("extensions", [])),
+            _full_gcs(row),
+        ]
+        for row in va["table"]
+    ]
+    header = [
+        "variant",
+        "steps/s",
+        "ours / text echo",
+        "ours / bare echo",
+        "p99 ms",
+        "p99 ours / text echo",
+        "p99 ours / bare echo",
+        "CPU us/step",
+        "extensions agreed",
+        "full GCs",
+    ]
     return (
         f"### What-ifs at {va['sessions']} sessions\n\n"
         f"The same three servers under `tools/bench/_uvicorn_wrap.py` (`uvicorn.run` with the same settings, plus a "
@@ -96,29 +158,54 @@ def variants_section(server: dict) -> str:
         "use OpenEnv's default executor, except in the row where they too step on the event loop "
         "(`BENCH_LOOP_STEP=1`, `tools/bench/echo_app.py:LoopStep`), which takes dispatch out of the comparison. "
         "Full collections are the generation-2 GC runs that started inside the measurement windows.\n\n"
-        + table(*drop_empty_columns(header, rows)))
+        + table(*drop_empty_columns(header, rows))
+    )
 
 
 def workers_section(server: dict) -> str:
     if "workers" not in server:
         return ""
     wk = server["workers"]
-    rows = [[row["workers"], f0(row["throughput"]), f"{f2(row['p50_ms'])} / {f2(row['p99_ms'])}",
-             f0(row["server_cpu_us_per_step"]), f2(row["server_cpu"]),
-             " + ".join(f2(c) for c in row["server_cpu_by_process"]), f2(row["client_cpu"]),
-             f2(row["server_cpu"] + row["client_cpu"]), row["mismatches"]] for row in wk["table"]]
+    rows = [
+        [
+            row["workers"],
+            f0(row["throughput"]),
+            f"{f2(row['p50_ms'])} / {f2(row['p99_ms'])}",
+            f0(row["server_cpu_us_per_step"]),
+            f2(row["server_cpu"]),
+            " + ".join(f2(c) for c in row["server_cpu_by_process"]),
+            f2(row["client_cpu"]),
+            f2(row["server_cpu"] + row["client_cpu"]),
+            row["mismatches"],
+        ]
+        for row in wk["table"]
+    ]
     return (
         f"### Workers at {wk['sessions']} sessions\n\n"
         f"Ours under `uvicorn server.app:app --workers N --timeout-worker-healthcheck 60` (what `releaseops-serve "
         f"--workers N` runs; `--log-level info --no-access-log` so the bench sees every worker's \"Application "
-        f"startup complete\" before loading it), N = 1 and 2, both alive for the whole piece and driven in turns, "
+        f'startup complete" before loading it), N = 1 and 2, both alive for the whole piece and driven in turns, '
         f"{wk['rounds']} rounds of {wk['window_s']:g} s; medians. The servers and the load client are all on CPUs "
-        f"{wk['cpus']}, sharing them as a trainer on the same machine would. Server CPU is summed over the supervisor and every worker "
+        f"{wk['cpus']}, sharing them as a trainer on the same machine would. Server CPU is summed over "
+        f"the supervisor and every worker "
         "(psutil, the server's process tree); the per-process split lists the busiest first.\n\n"
-        + table(["workers", "steps/s", "p50 / p99 ms", "server CPU us/step", "server CPU (cores)",
-                 "per process (cores)", "client CPU (cores)", "total (cores)", "wrong replies"], rows)
+        + table(
+            [
+                "workers",
+                "steps/s",
+                "p50 / p99 ms",
+                "server CPU us/step",
+                "server CPU (cores)",
+                "per process (cores)",
+                "client CPU (cores)",
+                "total (cores)",
+                "wrong replies",
+            ],
+            rows,
+        )
         + f"\n\n2 workers / 1: **{f2(wk['speedup'])}x** (range over rounds "
-        f"{f2(wk['speedup_range'][0])} - {f2(wk['speedup_range'][1])}).")
+        f"{f2(wk['speedup_range'][0])} - {f2(wk['speedup_range'][1])})."
+    )
 
 
 TIMED = ("env.step", "env.reset", "deserialize_action", "serialize_observation", "response.model_dump_json")
@@ -129,14 +216,30 @@ def timers_section(server: dict) -> str:
         return ""
     tm = server["timers"]
     o, t, e = tm["ours"], tm["text_echo"], tm["echo"]
-    rows = [[f"`{k}`", *(f1(x["us_per_step"][k]) for x in (o, t, e)), f1(o["us_per_step"][k] - t["us_per_step"][k])]
-            for k in TIMED if all(k in x["us_per_step"] for x in (o, t, e))]
-    rows.append(["rest of the server", f1(o["rest_us_per_step"]), f1(t["rest_us_per_step"]),
-                 f1(e["rest_us_per_step"]), f1(o["rest_us_per_step"] - t["rest_us_per_step"])])
-    rows.append(["**server CPU per step**", *(f"**{f1(x['server_cpu_us_per_step'])}**" for x in (o, t, e)),
-                 f"**{f1(o['server_cpu_us_per_step'] - t['server_cpu_us_per_step'])}**"])
-    rows.append(["mean reply bytes", f0(o["mean_reply_bytes"]), f0(t["mean_reply_bytes"]), f0(e["mean_reply_bytes"]),
-                 ""])
+    rows = [
+        [f"`{k}`", *(f1(x["us_per_step"][k]) for x in (o, t, e)), f1(o["us_per_step"][k] - t["us_per_step"][k])]
+        for k in TIMED
+        if all(k in x["us_per_step"] for x in (o, t, e))
+    ]
+    rows.append(
+        [
+            "rest of the server",
+            f1(o["rest_us_per_step"]),
+            f1(t["rest_us_per_step"]),
+            f1(e["rest_us_per_step"]),
+            f1(o["rest_us_per_step"] - t["rest_us_per_step"]),
+        ]
+    )
+    rows.append(
+        [
+            "**server CPU per step**",
+            *(f"**{f1(x['server_cpu_us_per_step'])}**" for x in (o, t, e)),
+            f"**{f1(o['server_cpu_us_per_step'] - t['server_cpu_us_per_step'])}**",
+        ]
+    )
+    rows.append(
+        ["mean reply bytes", f0(o["mean_reply_bytes"]), f0(t["mean_reply_bytes"]), f0(e["mean_reply_bytes"]), ""]
+    )
     text = (
         f"### Where a server step's CPU goes ({tm['sessions']} sessions, in-situ timers)\n\n"
         "Thread CPU time of each piece, read inside the running servers (two clock reads per call, no "
@@ -144,18 +247,22 @@ def timers_section(server: dict) -> str:
         "step; `env.reset` is amortized over the steps of its episode. The rest is uvicorn, websockets "
         "(framing, permessage-deflate), asyncio, the per-session executor hop (the floors'; ours steps on the "
         "event loop) and OpenEnv's handler.\n\n"
-        + table(["piece (us per step)", "ours", "text echo", "bare echo", "ours - text echo"], rows))
+        + table(["piece (us per step)", "ours", "text echo", "bare echo", "ours - text echo"], rows)
+    )
     pl = server.get("pipeline")
     if pl and "text_echo" in pl:
+
         def trio(key: str, fmt=f1) -> str:
             return " / ".join(fmt(pl[n][key]) for n in NAMES)
 
         text += (
-            f"\n\nIn-process, hot (no network, no executor hop; `tools/bench/cpu.py:pipeline`), ours / text echo / bare "
+            f"\n\nIn-process, hot (no network, no executor hop; `tools/bench/cpu.py:pipeline`), ours / "
+            f"text echo / bare "
             f"echo: parse {trio('parse_us')} us, `env.step` {trio('env_step_us')} us (the engine's own step "
             f"{f1(pl['engine_step_us'])} us), `serialize_observation` {trio('serialize_us')} us, response JSON "
             f"{trio('response_json_us')} us; total {trio('total_us')} us per step, responses of "
-            f"{trio('mean_response_bytes', f0)} bytes (mean).")
+            f"{trio('mean_response_bytes', f0)} bytes (mean)."
+        )
     return text
 
 
@@ -163,14 +270,36 @@ def memory_section(server: dict) -> str:
     parts = []
     if "memory" in server:
         mem = server["memory"]
-        rows = [[name, f1(x["rss0_mb"]), f1(x["rss16_mb"]), f1(x["rss64_mb"]), f1(x["rss_after_close_mb"]),
-                 f"{x['per_session_16_mb']:.3f}", f"**{x['per_session_64_mb']:.3f}**", x["threads_at_64"]]
-                for name, x in ((n, mem[n]) for n in ("ours", "echo"))]
+        rows = [
+            [
+                name,
+                f1(x["rss0_mb"]),
+                f1(x["rss16_mb"]),
+                f1(x["rss64_mb"]),
+                f1(x["rss_after_close_mb"]),
+                f"{x['per_session_16_mb']:.3f}",
+                f"**{x['per_session_64_mb']:.3f}**",
+                x["threads_at_64"],
+            ]
+            for name, x in ((n, mem[n]) for n in ("ours", "echo"))
+        ]
         parts += [
             "RSS (psutil) of a fresh server of each kind after a warm-up (4 sessions playing, then closed): with no "
             "session open, with 16 and with 64 live sessions that have each reset an episode, and after they close.",
-            table(["server", "RSS 0 sessions MB", "16 sessions", "64 sessions", "after close", "MB/session (16)",
-                   "MB/session (64)", "threads at 64"], rows)]
+            table(
+                [
+                    "server",
+                    "RSS 0 sessions MB",
+                    "16 sessions",
+                    "64 sessions",
+                    "after close",
+                    "MB/session (16)",
+                    "MB/session (64)",
+                    "threads at 64",
+                ],
+                rows,
+            ),
+        ]
     if "soak" in server:
         parts += soak_parts(server["soak"])
     return "## 3. Memory\n\n" + "\n\n".join(parts) if parts else ""
@@ -188,16 +317,26 @@ def soak_parts(soak: dict) -> list[str]:
         f"{f1(soak['rss_end_mb'])}, min {f1(soak['rss_min_mb'])}, max {f1(soak['rss_max_mb'])} MB; second half "
         f"{soak['second_half_growth_mb']:+.2f} MB (slope {soak['second_half_slope_mb_per_min']:+.2f} MB/min); "
         f"after the sessions close {f1(soak['rss_after_close_mb'])} MB.",
-        table(["t (s)", "RSS MB", "episodes"], [[f0(t), f1(r), f"{e:,}"] for t, r, e in picks])]
+        table(["t (s)", "RSS MB", "episodes"], [[f0(t), f1(r), f"{e:,}"] for t, r, e in picks]),
+    ]
 
 
 def server_profile(server: dict) -> str:
     sp, se = server["profile"], server.get("profile_text_echo")
-    cats = sorted(set(sp["category_us_per_step"]) | set(se["category_us_per_step"] if se else {}),
-                  key=lambda k: -sp["category_us_per_step"].get(k, 0.0))
-    rows = [[c, f1(sp["categories"].get(c, 0.0) * 100), f1(se["categories"].get(c, 0.0) * 100) if se else "",
-             f0(sp["category_us_per_step"].get(c, 0.0)), f0(se["category_us_per_step"].get(c, 0.0)) if se else ""]
-            for c in cats]
+    cats = sorted(
+        set(sp["category_us_per_step"]) | set(se["category_us_per_step"] if se else {}),
+        key=lambda k: -sp["category_us_per_step"].get(k, 0.0),
+    )
+    rows = [
+        [
+            c,
+            f1(sp["categories"].get(c, 0.0) * 100),
+            f1(se["categories"].get(c, 0.0) * 100) if se else "",
+            f0(sp["category_us_per_step"].get(c, 0.0)),
+            f0(se["category_us_per_step"].get(c, 0.0)) if se else "",
+        ]
+        for c in cats
+    ]
     echo = f", text echo {f0(se['cpu_us_per_step'])}" if se else ""
     return (
         f"### Server step (cProfile per thread, CPU clock; {sp['sessions']} sessions)\n\n"
@@ -205,5 +344,16 @@ def server_profile(server: dict) -> str:
         f"per-step CPU (ours {f0(sp['cpu_us_per_step'])} us/step profiled{echo}), inflating Python-heavy code "
         "(the engine, pydantic wrappers, asyncio) far more than C code (zlib): use the in-situ timers above for "
         "costs, this for what is hot.\n\n"
-        + table(*drop_empty_columns(["category", "ours share %", "text echo share %", "ours us/step (profiled)",
-                                     "text echo us/step (profiled)"], rows)))
+        + table(
+            *drop_empty_columns(
+                [
+                    "category",
+                    "ours share %",
+                    "text echo share %",
+                    "ours us/step (profiled)",
+                    "text echo us/step (profiled)",
+                ],
+                rows,
+            )
+        )
+    )

@@ -74,8 +74,12 @@ def _run(quick: bool, only: set[str], episodes: list[dict]) -> dict:
     pinned = pin(client_cpus)
     replays = encode(episodes)
     window = {"warmup_s": 0.5 if quick else 1.0, "window_s": 2.0 if quick else 5.0, "server_cpus": server_cpus}
-    out: dict = {"server_cpus": sorted(server_cpus), "client_cpus": pinned, "episodes": len(episodes),
-                 "steps_per_episode": sum(len(r.steps) for r in replays) / len(replays)}
+    out: dict = {
+        "server_cpus": sorted(server_cpus),
+        "client_cpus": pinned,
+        "episodes": len(episodes),
+        "steps_per_episode": sum(len(r.steps) for r in replays) / len(replays),
+    }
     if "pipeline" in only:
         print("server: in-process step pipeline", flush=True)
         out["pipeline"] = cpu.pipeline(episodes, 3 if quick else 7)
@@ -87,20 +91,32 @@ def _run(quick: bool, only: set[str], episodes: list[dict]) -> dict:
         out["variants"] = asyncio.run(load.variants(replays, rounds=2 if quick else GOAL_ROUNDS, **window))
     if "workers" in only:
         print("server: 1 worker against 2 at 64 sessions, servers and client on every core", flush=True)
-        out["workers"] = asyncio.run(load.workers(replays, rounds=2 if quick else 3, warmup_s=window["warmup_s"],
-                                                  window_s=window["window_s"], cpus=server_cpus | client_cpus))
+        out["workers"] = asyncio.run(
+            load.workers(
+                replays,
+                rounds=2 if quick else 3,
+                warmup_s=window["warmup_s"],
+                window_s=window["window_s"],
+                cpus=server_cpus | client_cpus,
+            )
+        )
         print(f"  2 workers / 1: {out['workers']['speedup']:.2f}x", flush=True)
     if "memory" in only:
         print("server: memory per live session", flush=True)
-        out["memory"] = {"ours": asyncio.run(memory.memory_of(OURS, replays, server_cpus, echo=False)),
-                         "echo": asyncio.run(memory.memory_of(ECHO, replays, server_cpus, echo=True))}
+        out["memory"] = {
+            "ours": asyncio.run(memory.memory_of(OURS, replays, server_cpus, echo=False)),
+            "echo": asyncio.run(memory.memory_of(ECHO, replays, server_cpus, echo=True)),
+        }
         print(f"  ours: {out['memory']['ours']}\n  echo: {out['memory']['echo']}", flush=True)
     if "soak" in only:
         seconds = 20.0 if quick else 120.0
         print(f"server: soak, 64 sessions for {seconds:.0f} s", flush=True)
         s = out["soak"] = asyncio.run(memory.soak(replays, seconds, server_cpus))
-        print(f"  {s['episodes']} episodes, rss start {s['rss_start_mb']:.1f} end {s['rss_end_mb']:.1f} "
-              f"max {s['rss_max_mb']:.1f} MB, second half {s['second_half_growth_mb']:+.2f} MB", flush=True)
+        print(
+            f"  {s['episodes']} episodes, rss start {s['rss_start_mb']:.1f} end {s['rss_end_mb']:.1f} "
+            f"max {s['rss_max_mb']:.1f} MB, second half {s['second_half_growth_mb']:+.2f} MB",
+            flush=True,
+        )
     if "timers" in only:
         print("server: in-situ timers (16 sessions)", flush=True)
         out["timers"] = asyncio.run(cpu.in_situ_timers(replays, 2.0 if quick else 4.0, server_cpus))

@@ -37,10 +37,13 @@ def scenario_key(scenario: dict) -> str:
 def texts_of(episodes: list[dict]) -> dict[str, dict]:
     """The texts our server sends for each recorded episode (`tools.bench.common.record`), keyed by scenario:
     the reset's initial observation, then each step's result or error message."""
-    return {scenario_key(ep["scenario"]): {"reset": ep["observation"],
-                                           "steps": [r if r is not None else e
-                                                     for r, e in zip(ep["results"], ep["errors"])]}
-            for ep in episodes}
+    return {
+        scenario_key(ep["scenario"]): {
+            "reset": ep["observation"],
+            "steps": [r if r is not None else e for r, e in zip(ep["results"], ep["errors"])],
+        }
+        for ep in episodes
+    }
 
 
 def write_texts(episodes: list[dict], path: Path) -> None:
@@ -49,8 +52,10 @@ def write_texts(episodes: list[dict], path: Path) -> None:
 
 def load_texts(path: Optional[str]) -> dict[str, dict]:
     if not path:
-        raise SystemExit(f"tools.bench.text_echo_app needs ${TEXTS_ENV}: the path of a file written by "
-                         "tools.bench.text_echo_app.write_texts")
+        raise SystemExit(
+            f"tools.bench.text_echo_app needs ${TEXTS_ENV}: the path of a file written by "
+            "tools.bench.text_echo_app.write_texts"
+        )
     return json.loads(Path(path).read_text())
 
 
@@ -68,14 +73,20 @@ class TextEchoEnvironment(Environment):
         scenario = {**kwargs, **({"seed": seed} if seed is not None else {})}
         episode = self._texts.get(scenario_key(scenario))
         if episode is None:
-            raise ValueError(f"no recorded texts for scenario {scenario}; the load client replays only the "
-                             "episodes written by write_texts")
+            raise ValueError(
+                f"no recorded texts for scenario {scenario}; the load client replays only the "
+                "episodes written by write_texts"
+            )
         self._steps = episode["steps"]
         self._state = State(episode_id=episode_id or "text-echo", step_count=0)
         return TextEchoObservation(text=episode["reset"], done=False, reward=0.0)
 
-    def step(self, action: EchoAction, timeout_s: Optional[float] = None,  # type: ignore[override]
-             **kwargs: Any) -> TextEchoObservation:
+    def step(
+        self,
+        action: EchoAction,
+        timeout_s: Optional[float] = None,  # type: ignore[override]
+        **kwargs: Any,
+    ) -> TextEchoObservation:
         i = self._state.step_count
         self._state.step_count += 1
         return TextEchoObservation(text=self._steps[i] if i < len(self._steps) else "", done=False, reward=0.0)
@@ -87,8 +98,9 @@ class TextEchoEnvironment(Environment):
 
 def build_app(path: Optional[str]):
     TextEchoEnvironment.texts = load_texts(path)
-    app = create_app(dispatched(TextEchoEnvironment), EchoAction, TextEchoObservation, env_name="text_echo",
-                     max_concurrent_envs=64)
+    app = create_app(
+        dispatched(TextEchoEnvironment), EchoAction, TextEchoObservation, env_name="text_echo", max_concurrent_envs=64
+    )
     # As server/app.py does: the start-up heap leaves the collector's view, so neither
     # side of the comparison pays full collections over gradio's objects.
     gc.collect()

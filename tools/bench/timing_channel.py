@@ -69,8 +69,12 @@ def measure(n: int, repeats: int, difficulty: str = "medium") -> dict:
     for name, t, y in (("reset", 0, 1), ("end_of_triage", 2, 3)):
         pos = [r[t] for r in rows if r[y]]
         neg = [r[t] for r in rows if not r[y]]
-        out[name] = {"share_with_shortcut": round(len(pos) / n, 3), "median_us_with": round(statistics.median(pos), 1),
-                     "median_us_without": round(statistics.median(neg), 1), "auc": round(auc(pos, neg), 3)}
+        out[name] = {
+            "share_with_shortcut": round(len(pos) / n, 3),
+            "median_us_with": round(statistics.median(pos), 1),
+            "median_us_without": round(statistics.median(neg), 1),
+            "auc": round(auc(pos, neg), 3),
+        }
     return out
 
 
@@ -90,16 +94,20 @@ def main(argv: list[str] | None = None) -> None:
 
 def section(result: dict) -> str:
     """The report's section (tools/bench/report.py)."""
-    rows = "\n".join(f"| {name.replace('_', ' ')} | {r['share_with_shortcut']:.0%} | {r['median_us_with']} | "
-                     f"{r['median_us_without']} | {r['auc']:.3f} |" for name, r in
-                     (("reset", result["reset"]), ("the call that ends triage", result["end_of_triage"])))
-    return ("## Timing side channel\n\n"
-            f"`tools/bench/timing_channel.py`: the first {result['n']:,} held-out-seed tasks at {result['difficulty']}, each "
-            f"call timed in process as the minimum of {result['repeats']} runs. AUC: how well the time alone predicts "
-            "whether the stage being built holds a shortcut (0.5: not at all). The wire adds far more jitter than "
-            "these microseconds and is not measured here.\n\n"
-            "| call | stages with a shortcut | median us, with | median us, without | AUC |\n|---|---|---|---|---|\n"
-            + rows)
+    rows = "\n".join(
+        f"| {name.replace('_', ' ')} | {r['share_with_shortcut']:.0%} | {r['median_us_with']} | "
+        f"{r['median_us_without']} | {r['auc']:.3f} |"
+        for name, r in (("reset", result["reset"]), ("the call that ends triage", result["end_of_triage"]))
+    )
+    return (
+        "## Timing side channel\n\n"
+        f"`tools/bench/timing_channel.py`: the first {result['n']:,} held-out-seed tasks at "
+        f"{result['difficulty']}, each "
+        f"call timed in process as the minimum of {result['repeats']} runs. AUC: how well the time alone predicts "
+        "whether the stage being built holds a shortcut (0.5: not at all). The wire adds far more jitter than "
+        "these microseconds and is not measured here.\n\n"
+        "| call | stages with a shortcut | median us, with | median us, without | AUC |\n|---|---|---|---|---|\n" + rows
+    )
 
 
 if __name__ == "__main__":

@@ -24,14 +24,13 @@ import argparse
 import json
 import time
 
-from tools.bench.common import summary, write_json
-from tools.bench.goals import RESULT_CHARS
-from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.catalog import DIFFICULTIES
+from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.rendering import dumps
 from releaseops_arena.splits import scenarios
 from releaseops_arena.tools import tool_schemas
-
+from tools.bench.common import summary, write_json
+from tools.bench.goals import RESULT_CHARS
 
 
 def without_next(text: str) -> str:
@@ -62,9 +61,13 @@ def run(n: int) -> dict:
         return [len(e.ids) for e in backend.encode_batch(texts, add_special_tokens=False)] if texts else []
 
     schemas = json.dumps(tool_schemas())
-    out: dict = {"episodes_per_difficulty": n, "result_limit_chars": RESULT_CHARS,
-                 "tokenizer": {"vocab": len(tokenizer), "build_s": tokenizer_s},
-                 "tool_schemas": {"chars": len(schemas), "tokens": count([schemas])[0]}, "by_difficulty": {}}
+    out: dict = {
+        "episodes_per_difficulty": n,
+        "result_limit_chars": RESULT_CHARS,
+        "tokenizer": {"vocab": len(tokenizer), "build_s": tokenizer_s},
+        "tool_schemas": {"chars": len(schemas), "tokens": count([schemas])[0]},
+        "by_difficulty": {},
+    }
     for difficulty in DIFFICULTIES:
         scen = list(scenarios("heldout_seeds", n, difficulty=difficulty))
         initial: list[str] = []
@@ -79,8 +82,9 @@ def run(n: int) -> dict:
                 parts = [run_["observation"]]
                 for step in run_["steps"]:
                     text = step.get("result") or step.get("error") or ""
-                    parts.append(json.dumps({"name": step["tool"], "arguments": step["arguments"]},
-                                            separators=(",", ":")))
+                    parts.append(
+                        json.dumps({"name": step["tool"], "arguments": step["arguments"]}, separators=(",", ":"))
+                    )
                     parts.append(text)
                     results_whole.append(text)
                     results_bare.append(without_next(text))
@@ -102,8 +106,13 @@ def run(n: int) -> dict:
                 "result_tokens_without_next": _int_summary(count(results_bare)),
                 "results_over_limit_whole": sum(1 for c in whole_chars if c > RESULT_CHARS),
                 "results_over_limit_without_next": sum(1 for c in bare_chars if c > RESULT_CHARS),
-                "largest_result_without_next": {"tool": tool_of[largest], "chars": bare_chars[largest],
-                                                "text": results_bare[largest]} if largest is not None else None,
+                "largest_result_without_next": {
+                    "tool": tool_of[largest],
+                    "chars": bare_chars[largest],
+                    "text": results_bare[largest],
+                }
+                if largest is not None
+                else None,
                 "transcript_chars": _int_summary([len(t) for t in transcripts]),
                 "transcript_tokens": _int_summary(count(transcripts)),
             }

@@ -33,8 +33,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tools.bench and tools.validation from a checkout
 
 from tools.bench.common import record, workload_scenarios  # noqa: E402
-from tools.bench.replay import drive, encode  # noqa: E402
 from tools.bench.launch import free_port, wait_for_health  # noqa: E402
+from tools.bench.replay import drive, encode  # noqa: E402
 from tools.validation.oracle import PLAN, check, replay  # noqa: E402
 from tools.validation.validate import docker_env  # noqa: E402
 
@@ -43,8 +43,9 @@ TMPFS_MB = 192  # the /tmp size the validator gives a 256 MB disk budget (minus 
 
 
 def docker(*args: str, timeout: float = 120) -> str:
-    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env=docker_env())
+    proc = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=docker_env()
+    )
     if proc.returncode:
         raise RuntimeError(f"docker {args[0]} failed: {proc.stderr[-2000:]}")
     return proc.stdout
@@ -54,9 +55,12 @@ def cgroup_peak_bytes(pid: int) -> int | None:
     """Peak memory of the cgroup holding `pid` (cgroup v1 max_usage_in_bytes, or v2 memory.peak)."""
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)
-        for candidate in ((Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.max_usage_in_bytes")
-                          if "memory" in controllers.split(",") else None,
-                          (Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.peak") if controllers == "" else None):
+        for candidate in (
+            (Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.max_usage_in_bytes")
+            if "memory" in controllers.split(",")
+            else None,
+            (Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.peak") if controllers == "" else None,
+        ):
             if candidate is not None and candidate.exists():
                 return int(candidate.read_text())
     return None
@@ -78,10 +82,26 @@ def written_kb(name: str) -> dict[str, int]:
 def subject(image: str, limits: tuple[float, int] | None):
     """The image running as the validator runs it (host network); yields (name, base_url, server pid)."""
     name, port = f"releaseops-measure-{uuid.uuid4().hex[:8]}", free_port()
-    hardening = ["--init", "--user", "65532:65532", "--read-only", "--cap-drop", "ALL", "--security-opt",
-                 "no-new-privileges", "--pids-limit", "256", "--shm-size", str(64 * 2**20),
-                 "--tmpfs", f"/tmp:rw,nosuid,nodev,size={TMPFS_MB * 2**20},mode=1777",
-                 "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "PYTHONUNBUFFERED=1"]
+    hardening = [
+        "--init",
+        "--user",
+        "65532:65532",
+        "--read-only",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--pids-limit",
+        "256",
+        "--shm-size",
+        str(64 * 2**20),
+        "--tmpfs",
+        f"/tmp:rw,nosuid,nodev,size={TMPFS_MB * 2**20},mode=1777",
+        "-e",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "-e",
+        "PYTHONUNBUFFERED=1",
+    ]
     if limits:
         hardening += ["--cpus", str(limits[0]), "--memory", f"{limits[1]}m", "--memory-swap", f"{limits[1]}m"]
     docker("run", "-d", "--name", name, "--network", "host", "-e", f"PORT={port}", *hardening, image)
@@ -128,16 +148,22 @@ def measure(image: str, seconds: float, limits: tuple[float, int] | None) -> dic
         stop.set()
         prober.join(timeout=60)
         return {
-            "image": image, "limits": limits, "sessions": SESSIONS, "window_s": seconds,
-            "startup_to_health_s": round(startup_s, 2), "idle": idle,
+            "image": image,
+            "limits": limits,
+            "sessions": SESSIONS,
+            "window_s": seconds,
+            "startup_to_health_s": round(startup_s, 2),
+            "idle": idle,
             "cgroup_peak_mb": round((cgroup_peak_bytes(pid) or 0) / 2**20, 1),
             "server_peak_rss_mb": round(vm_hwm_mb(pid), 1),
             "server_cpu_cores": round(load["server_cpu"], 3),
             "written_kb_after": written_kb(name),
             "throughput_steps_per_s": round(load["throughput"], 1),
-            "p50_ms": round(load["p50_ms"], 2), "p99_ms": round(load["p99_ms"], 2),
+            "p50_ms": round(load["p50_ms"], 2),
+            "p99_ms": round(load["p99_ms"], 2),
             "wrong_replies": load["mismatches"] + load["errors"],
-            "probe_episodes": len(times), "probe_s_max": round(max(times), 3) if times else None,
+            "probe_episodes": len(times),
+            "probe_s_max": round(max(times), 3) if times else None,
             "probe_s_median": round(sorted(times)[len(times) // 2], 3) if times else None,
             "probe_failures": failures[:5],
         }

@@ -61,12 +61,16 @@ def replay(base_url: str, runtime_plan: dict, timeout_s: float = 30.0) -> list[f
     from websockets.sync.client import connect
 
     ws_url = base_url.rstrip("/").replace("http://", "ws://").replace("https://", "wss://") + "/ws"
-    reset = {**runtime_plan["reset"]["options"], "seed": runtime_plan["reset"]["seed"],
-             "episode_id": runtime_plan["reset"]["episode_id"]}
+    reset = {
+        **runtime_plan["reset"]["options"],
+        "seed": runtime_plan["reset"]["seed"],
+        "episode_id": runtime_plan["reset"]["episode_id"],
+    }
     served = []
     with connect(ws_url, proxy=None, open_timeout=timeout_s, max_size=2**24) as ws:
-        for message in [{"type": "reset", "data": reset}] + [{"type": "step", "data": a}
-                                                            for a in runtime_plan["actions"]]:
+        for message in [{"type": "reset", "data": reset}] + [
+            {"type": "step", "data": a} for a in runtime_plan["actions"]
+        ]:
             ws.send(json.dumps(message))
             reply = json.loads(ws.recv(timeout=timeout_s))
             if reply.get("type") != "observation":
@@ -105,9 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     runtime_plan = json.loads(PLAN.read_text())
     served = replay(args.url, runtime_plan)
     problems = check(served, len(runtime_plan["actions"]))
-    print(json.dumps({"served_rewards": served, "last": served[-1] if served else None,
-                      "return": round(rewards.OPENING_REWARD + sum(served), 6),  # the reset's reward too "range_top": rewards.STEP_REWARD_MAX,
-                      "return_max": rewards.RETURN_MAX, "problems": problems}))
+    print(
+        json.dumps(
+            {
+                "served_rewards": served,
+                "last": served[-1] if served else None,
+                "return": round(
+                    rewards.OPENING_REWARD + sum(served), 6
+                ),  # the reset's reward too "range_top": rewards.STEP_REWARD_MAX,
+                "return_max": rewards.RETURN_MAX,
+                "problems": problems,
+            }
+        )
+    )
     return 1 if problems else 0
 
 

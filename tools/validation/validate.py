@@ -47,8 +47,16 @@ def docker_env() -> dict[str, str]:
 
 def export(destination: Path) -> None:
     """Copy the files git knows (tracked and untracked-not-ignored, as they are on disk) to `destination`."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = REPO_ROOT / name
         if source.is_file() and not source.is_symlink():  # deleted-but-tracked files are skipped
@@ -84,18 +92,32 @@ def run(level: str = "semantic", keep: Path | None = None, timeout_s: float = 15
     export(package)
     cli = Path(sys.executable).with_name("openenv")
     report_path = work / "report.json"
-    argv = [str(cli if cli.exists() else "openenv"), "validate", str(package), "--level", level,
-            "--output", str(report_path)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=docker_env(),
-                          stdin=subprocess.DEVNULL)
+    argv = [
+        str(cli if cli.exists() else "openenv"),
+        "validate",
+        str(package),
+        "--level",
+        level,
+        "--output",
+        str(report_path),
+    ]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout_s, env=docker_env(), stdin=subprocess.DEVNULL
+    )
     if not report_path.exists():
-        raise RuntimeError(f"openenv validate wrote no report (rc={proc.returncode}):\n"
-                           f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"openenv validate wrote no report (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     report = json.loads(report_path.read_text())
     built = [r["measured"]["image_ref"] for r in report["results"] if r.get("measured", {}).get("image_ref")]
     for image in built:  # the validator leaves its untagged image behind; the build cache keeps the layers
-        subprocess.run(["docker", "image", "rm", image], capture_output=True, env=docker_env(), timeout=120,
-                       stdin=subprocess.DEVNULL)
+        subprocess.run(
+            ["docker", "image", "rm", image],
+            capture_output=True,
+            env=docker_env(),
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     return report, proc.stdout + proc.stderr, work
 
 
