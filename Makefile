@@ -1,5 +1,6 @@
-# Entry points: `make serve`, `make test` (the whole suite) and `make test-fast`
-# (the engine tier, for the edit loop). Everything else is plumbing.
+# Entry points: `make serve`, `make test` (lint, format check and the whole suite) and
+# `make test-fast` (the engine tier, for the edit loop); `make format` rewrites the code
+# the way `make test` checks it. Everything else is plumbing.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -9,7 +10,7 @@ SERVE_STAMP := $(VENV)/.serve-$(shell cksum pyproject.toml | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast browser
+.PHONY: serve test test-fast browser lint format
 
 # setuptools warns on every editable install of a package whose folders are
 # mapped (server/ -> releaseops_arena.server, see pyproject.toml); the layout is
@@ -43,7 +44,15 @@ browser:
 		|| { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; }; \
 	fi
 
-test: $(STAMP) browser
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+test: lint browser
 	$(PY) -m pytest
 
 test-fast: $(STAMP)

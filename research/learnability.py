@@ -9,7 +9,7 @@
                                     # the same weights on the unseen family with each reader
 
 1. The structured policy (`research/structured_policy.py`, train split only):
-   trained here with `RECIPE`, or an earlier checkpoint read with
+   trained here with the published recipe (`structured_policy.PRESETS`), or an earlier checkpoint read with
    `--structured-checkpoint` (its `.json` summary has the learning curve, its
    `.warm.pt` the cloned start). It plays the first `n` tasks of every
    evaluation slice, medium and hard, beside the rule and the reference
@@ -66,28 +66,11 @@ EXPLOITS = (
     "block_everything",
     "random",
 )
-# The structured policy's training when this command trains it: structured_policy.train's defaults
-# (clone the planner, every difficulty, validate every 50 updates) and these: a reading that knows the
-# train families only, withheld on 30% of proposals so the policy learns to act on a site it cannot
-# place (as a held-out family's own site reads), its fix flag and request kind withheld too (`whole`,
-# as a held-out mechanism's fix or request reads); a 12,000-episode clone (cloning costs about two
-# minutes, the GRPO updates the rest) and 2,000 validation episodes, so the kept checkpoint is less
-# the luck of one noisy validation.
-RECIPE = {
-    "minutes": 22.0,
-    "lr": 2e-4,
-    "entropy_coef": 0.0,
-    "kl_coef": 0.1,
-    "reader": "train",
-    "dropout": 0.3,
-    "whole": True,
-    "warm_episodes": 12000,
-    "validation_episodes": 2000,
-}
+# The structured policy's training when this command trains it: the published recipe
+# (structured_policy.PRESETS), scaled down only by a smoke run.
 TRAIN_COMMAND = (
-    "python -m research.structured_policy --minutes {minutes} --lr 2e-4 --entropy 0 --kl 0.1 "
-    "--reader train --reading-dropout 0.3 --dropout-whole --warm-episodes {warm_episodes} --validation-episodes "
-    "{validation_episodes} --out {out}"
+    "python -m research.structured_policy --preset published --minutes {minutes} --warm-episodes {warm_episodes} "
+    "--validation-episodes {validation_episodes} --out {out}"
 )
 PARTING = "first task where trained and rule end differently"
 
@@ -241,11 +224,12 @@ def curve_png(
     plt.close(fig)
 
 
-def train_structured(checkpoint: Path, minutes: float, seed: int, **scale) -> dict:
+def train_structured(checkpoint: Path, minutes: float | None, seed: int, **scale) -> dict:
     """`scale` (warm_episodes, validation_episodes) shrinks a smoke run; the report's run uses the defaults."""
+    from .structured_policy import recipe as published
     from .structured_policy import train
 
-    recipe = {**RECIPE, "minutes": minutes, **scale}
+    recipe = {**published("published"), **({"minutes": minutes} if minutes is not None else {}), **scale}
     summary = train(
         **recipe, seed=seed, out=checkpoint, command=TRAIN_COMMAND.format(**recipe, out=checkpoint) + f" --seed {seed}"
     )
@@ -335,7 +319,9 @@ def lm_curve(lm: dict, docs: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=RECIPE["minutes"], help="structured policy training time")
+    parser.add_argument(
+        "--minutes", type=float, default=None, help="structured policy training time (default: the published recipe's)"
+    )
     parser.add_argument(
         "--structured-checkpoint",
         type=Path,

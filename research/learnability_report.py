@@ -239,15 +239,17 @@ def structured_markdown(s: dict) -> list[str]:
 def calibration_source(structured: dict) -> str:
     """Where the exploit intervals were read, and the command that writes that file."""
     path = Path(structured.get("calibration", "research/results/calibration.json"))
-    out = "" if path.parent == Path("results") else f" --out {path.parent} --docs {path.parent}"
+    out = "" if path.parent == Path("research/results") else f" --out {path.parent} --docs {path.parent}"
     return f"`{path}`, written by `python -m research.calibrate -n {structured['n']}{out}`"
 
 
-# The published LM run (run S's settings), for re-measuring it on the current benchmark version.
-# The last commit of the world and prompt it was measured with (benchmark v2, before the brief).
+# The published LM recipe (lm_settings.PRESETS["published"]), for re-measuring it on this version.
+LM_RUN_COMMAND = "python -m research.lm_learnability --preset published --minutes 60 -n 2000 --out runs/lm"
+# The last commit of the world and prompt the reported LM numbers were measured with (benchmark v2,
+# before the brief), and the same recipe as that commit's command line spelled it.
 LM_MEASURED_COMMIT = "fed4342"
-LM_RUN_COMMAND = (
-    "python -m research.lm_learnability --minutes 60 -n 2000 --out runs/lm_s --variant S --set processes=2 "
+LM_MEASURED_COMMAND = (
+    "python -m training.lm_learnability --minutes 60 -n 2000 --out runs/lm --set processes=2 "
     "sft_seeds=2 recovery=0.5 sft_share=0.275 grpo_share=0.3 grpo_margin=2.0 temperature=1.0 "
     "grpo_lr=1e-4 mine_tasks=160 replay=1.0 eval_start=2000 select_episodes=100"
 )
@@ -264,7 +266,7 @@ def report(data: dict, docs: Path) -> str:
     if "structured" in data:
         lines += structured_markdown(data["structured"])
     if "lm" in data:
-        from .lm_learnability import markdown as lm_markdown
+        from .lm_report import markdown as lm_markdown
 
         lines += ["## Language model with TRL", ""]
         measured_on = data["lm"].get("benchmark_version") or "v2"  # runs before versions were stamped were v2's
@@ -285,8 +287,8 @@ def report(data: dict, docs: Path) -> str:
                 f"**Prompt: {prompt or 'the pre-brief prompt'}, not the task brief ({PROMPT_VERSION}).** The model was "
                 f"trained and evaluated with "
                 f"{'that prompt' if prompt else 'the one-line user prompt the brief replaced'}. "
-                f"To reproduce these numbers as measured: `git checkout {LM_MEASURED_COMMIT}` then the command "
-                "above; to measure with the brief, run that command on this version.",
+                f"To reproduce these numbers as measured: `git checkout {LM_MEASURED_COMMIT}`, then (that commit's "
+                f"layout) `{LM_MEASURED_COMMAND}`; to measure with the brief, run the command above on this version.",
                 "",
             ]
         lines += [data["lm_provenance"], "", lm_markdown(data["lm"]), ""]

@@ -1,12 +1,8 @@
 """Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
 
-    python -m research.lm_learnability --minutes 60 --out runs/lm   # writes research/results/lm_learnability.json
-    # on both cores of the machine, within 60 wall-minutes (run S's settings: two warm starts side by
-    # side on recovery episodes, GRPO at temperature 1.0 on the mined hard tasks and as many solved ones,
-    # 2,000 held-out tasks from 2000):
-    python -m research.lm_learnability --minutes 60 -n 2000 --set processes=2 sft_seeds=2 recovery=0.5 \
-        sft_share=0.275 grpo_share=0.3 grpo_margin=2.0 temperature=1.0 grpo_lr=1e-4 mine_tasks=160 replay=1.0 \
-        eval_start=2000 select_episodes=100
+    # the published recipe (lm_settings.PRESETS), on both cores within 60 wall-minutes:
+    python -m research.lm_learnability --preset published --minutes 60 -n 2000 --out runs/lm
+    python -m research.lm_learnability --minutes 60 --out runs/lm   # the defaults, one core
 
 Stages, each timed: build an offline tokenizer (one token per board id) and a
 Qwen3-style model with a pointer-generator head that copies ids off the board
@@ -67,80 +63,11 @@ from research import copy_model
 from training.collect import collect, load_conversations
 from training.evaluate import mean_ci, rate, run_episodes, summarize
 
+from .lm_report import markdown, variant_row
+from .lm_settings import PRESETS, SETTINGS
+
 SPLIT, DIFFICULTY = "heldout_seeds", "easy"
 RESULTS = Path("research/results/lm_learnability.json")
-# The run's settings (every key can be overridden through `run(settings=...)`). read_span 48: the
-# pointer reads the proposal after each id (variant I, 12 CPU-minutes of warm start: 95% valid calls,
-# 93% of 30 held-out episodes finished, against 75% and 55% without the read in the 34-minute run).
-SETTINGS = {
-    "hidden": 128,
-    "layers": 3,
-    "vocab_size": 2048,
-    "qk_gain": 2.0,
-    "copy_head": False,
-    "pointer": True,
-    "read_span": 48,  # model
-    # Coverage counts an id as acted on only in a tool result that is not an error (copy_model); False: any
-    # later mention (before this fix, an error listing the pending ids sent the pointer to decided ones).
-    "coverage_results": True,
-    "warm_policy": "planner",
-    "warm_episodes": 1500,
-    "sft_lr": 2e-3,
-    "copy_loss": False,  # warm start
-    # The share of the warm-start episodes' blocks first tried with a wrong rule, which the engine refuses
-    # (`research/recovery.py`): the warm start sees how to recover from an error, and learns only that.
-    "recovery": 0.0,
-    # GRPO. beta 0.04 keeps a KL term to the warm start; without it (beta 0, 4 generations, lr 1e-4)
-    # GRPO from variant I's warm start lost return (variant K). Chosen on train-split validation episodes
-    # (variants G1, G2), never on the held-out ones.
-    "num_generations": 8,
-    "batch_size": 8,
-    "grpo_lr": 5e-5,
-    "beta": 0.04,
-    "max_completion_length": 1024,
-    "max_tool_calls": 14,
-    "temperature": 0.5,
-    "rows": 4096,
-    # Shares of the budget for the two timed stages; building, collecting and the two evaluations
-    # take what they take (measured and reported). The read_span warm start reached 95% valid calls
-    # in 12 CPU-minutes, so GRPO gets the larger share.
-    "sft_share": 0.3,
-    "grpo_share": 0.55,
-    # Hard-prompt mining (`hard_tasks`): before GRPO the warm start plays `mine_tasks` train tasks from
-    # `mine_start` (past the warm start's own episodes) greedily; GRPO trains only on those it does not
-    # solve. From the previous final warm start, 160 tasks (172 CPU-s) kept 34; 7 CPU-minutes of GRPO on
-    # them had 1 of 11 steps without advantage and reached return 0.758 on the train-split validation
-    # episodes (variant M1; M2, lr 1.5e-4: 0.661). 0: GRPO draws from the first `rows` train tasks.
-    "mine_tasks": 160,
-    "mine_start": 1500,
-    # Replay: GRPO also draws `replay` times as many of the pool's solved tasks (the first in pool order)
-    # as it has hard ones. On the hard tasks alone GRPO learned to block (run R: unsafe ships 19% -> 3.5%)
-    # but also blocked with rules the risk does not allow, again and again (invalid calls 3.5% -> 11.7%,
-    # missed deadlines 0.8% -> 9.8%); with as many solved tasks beside them, from R's warm start, 17 minutes
-    # on one core: return 0.626 on 200 train-split validation tasks against 0.547 without (lr 5e-5) and
-    # the warm start's 0.516 (variants R1, R2). 0: the hard tasks only.
-    "replay": 0.0,
-    # Cores: 1 keeps the one-core, CPU-time budget of the earlier runs; 2 uses both cores of the
-    # machine within a wall-time budget (see `run`). `grpo_margin`: minutes kept for starting the
-    # GRPO ranks and the final save.
-    "processes": 1,
-    "grpo_margin": 0.5,
-    # The warm start's torch threads (0: `processes`). Run N warmed up on 2 threads (2,848 steps, loss
-    # 0.010; M on one: 2,867 steps, 0.0056) and made 12% invalid calls (M: 1%); run O used one thread
-    # and was weaker still (33%), so the threads do not explain it.
-    "sft_threads": 0,
-    # The first held-out task evaluated: run O, chosen after run N's result, is evaluated on tasks
-    # 500-999, which no earlier run played.
-    "eval_start": 0,
-    # Warm starts trained side by side, one per process (seeds `seed`..`seed + sft_seeds - 1`: model
-    # initialisation and episode order), each for the warm start's whole share; the one with the best
-    # mean return on `select_episodes` train-split validation tasks (easy, from `select_start`, past
-    # every task the warm start, the mining and GRPO draw) is kept. One recipe gave warm starts from
-    # -0.383 to 0.694 held-out return (runs L-O): a warm start is chosen, not taken as it comes.
-    "sft_seeds": 1,
-    "select_episodes": 200,
-    "select_start": 100_000,
-}
 
 
 def warm_conversations(policy: str, n: int, seed: int = 0, recovery: float = 0.0) -> list[list[dict]]:
@@ -514,184 +441,6 @@ def verdict(before: dict, after: dict) -> dict:
     }
 
 
-def variant_row(name: str, note: str, m: dict, measured_with: str) -> dict:
-    """A row of the variants table from a SUMMARY (valid calls, finished, calls/episode, return)."""
-    bad = m["invalid_rate"]
-    valid = (
-        "no calls"
-        if not bad["n"]
-        else _pct({"rate": 1 - bad["rate"], "ci95": [1 - bad["ci95"][1], 1 - bad["ci95"][0]]})
-    )
-    return {
-        "name": name,
-        "note": note,
-        "valid_calls": valid,
-        "finished": _pct(m["finished"]),
-        "calls_per_episode": _mean(m["calls_per_episode"], 2),
-        "mean_return": _mean(m["mean_return"]),
-        "measured_with": measured_with,
-    }
-
-
-def _pct(metric: dict) -> str:
-    if metric["rate"] is None:
-        return "n/a"
-    lo, hi = metric["ci95"]
-    return f"{100 * metric['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
-
-
-def _mean(metric: dict, digits: int = 3) -> str:
-    lo, hi = metric["ci95"]
-    return f"{metric['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
-
-
-def markdown(results: dict) -> str:
-    """The report's section: setup, stage times, before/after with 95% intervals, verdict, variants.
-    A results file holding only the variants tried (no completed run) renders that table alone."""
-    if "eval" not in results:
-        return "\n".join(
-            ["No complete run of `python -m research.lm_learnability` is recorded yet.", ""] + _variants(results)
-        )
-    c, s, k = results["config"], results["stages"], results["config"]["settings"]
-    lines = [
-        f"Model: Qwen3-style, {c['parameters'] / 1e6:.1f}M parameters ({k['layers']} layers, hidden {k['hidden']}), "
-        f"vocabulary {c['vocab']} with one token per board id"
-        + _head(k)
-        + f". Warm start on {c['warm_start_episodes']} "
-        f"{k['warm_policy']} episodes (train split, easy{_recovery(k)}; {results['sft']['steps']} steps, loss "
-        f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
-        f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
-        f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})"
-        + _mining(results)
-        + f". Evaluated greedily on {c['n_eval']} "
-        f"{c['split']} episodes ({c['difficulty']}; tasks "
-        f"{k.get('eval_start', 0)}-{k.get('eval_start', 0) + c['n_eval'] - 1}), the "
-        f"same episodes before and after. Seed {c['seed']}, " + _cores(k) + "." + _selection(results),
-        "",
-        "Time per stage (wall / CPU s"
-        + (", CPU of the main process only" if k.get("processes", 1) > 1 else "")
-        + "): "
-        + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items())
-        + ".",
-        "",
-        "| model | calls / episode | invalid calls % | finished % | safe ship % | unsafe ship % | "
-        "missed deadline % | mean return |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for label, m in results["eval"].items():
-        lines.append(
-            f"| {label} | {_mean(m['calls_per_episode'], 2)} | {_pct(m['invalid_rate'])} | "
-            f"{_pct(m['finished'])} | {_pct(m['safe_ship'])} | {_pct(m['unsafe_ship'])} | "
-            f"{_pct(m['missed_deadline'])} | {_mean(m['mean_return'])} |"
-        )
-    t = results["targets"]
-    yes = {True: "met", False: "not met"}
-    lines += [
-        "",
-        f"Targets: warm start ≥ 90% valid calls: {yes[t['sft_valid_calls_90']]}; ≥ 50% finished: "
-        f"{yes[t['sft_finished_50']]}; GRPO raises mean return with non-overlapping intervals, calls per "
-        f"episode not collapsed: {yes[t['grpo_gain']]}"
-        + (" (calls per episode fell under half)" if results["calls_collapse"] else "")
-        + ".",
-    ]
-    return "\n".join(lines + [""] + _variants(results))
-
-
-def _cores(k: dict) -> str:
-    procs = k.get("processes", 1)
-    if procs == 1:
-        return "one CPU core (the budget in CPU time)"
-    threads = k.get("sft_threads") or procs
-    warm = (
-        f"{k['sft_seeds']} warm starts in {k['sft_seeds']} processes of one torch thread each"
-        if k.get("sft_seeds", 1) > 1
-        else f"the warm start on {threads} torch thread{'s' if threads > 1 else ''}"
-    )
-    return (
-        f"{procs} CPU cores (the budget in wall time: {warm}, the "
-        f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
-        f"each playing its own prompt group every step)"
-    )
-
-
-def _recovery(k: dict) -> str:
-    if not k.get("recovery"):
-        return ""
-    return (
-        f"; {100 * k['recovery']:.0f}% of their blocks first tried with a rule the proposal's risk does not "
-        f"allow, which the engine refuses, that refused turn not learned from (`research/recovery.py`)"
-    )
-
-
-def _selection(results: dict) -> str:
-    warms, k = results.get("warm_starts"), results["config"]["settings"]
-    if not warms:
-        return ""
-    start = k["select_start"]
-    rows = "; ".join(
-        f"seed {w['seed']}: {w['steps']} steps, loss {w['loss_last']:.4f}, return "
-        f"{_mean(w['validation']['mean_return'])}, valid calls "
-        f"{100 * (1 - w['validation']['invalid_rate']['rate']):.1f}%"
-        for w in warms
-    )
-    return (
-        f" {len(warms)} warm starts were trained side by side, one per process, and seed {results['sft']['seed']} "
-        f"was kept for its mean return on {k['select_episodes']} train-split validation tasks (easy, tasks "
-        f"{start}-{start + k['select_episodes'] - 1}; never the held-out ones): {rows}."
-    )
-
-
-def _zero_std(grpo: dict) -> str:
-    if "zero_std_steps" not in grpo:
-        return ""
-    return f"; {grpo['zero_std_steps']} of its steps had all rollouts at one return, so zero advantage"
-
-
-def _mining(results: dict) -> str:
-    m = results.get("mining")
-    if not m:
-        return ""
-    return (
-        f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
-        f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, easy; those the greedy warm start does not solve: return "
-        f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
-        f"{m['reference_mean']:.3f} on the pool)"
-        + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else "")
-    )
-
-
-def _head(k: dict) -> str:
-    if not k.get("pointer"):
-        return ""
-    read = f", reading the {k['read_span']} tokens after each id" if k.get("read_span") else ""
-    acted = (
-        "acted on in tool results that are not errors"
-        if k.get("coverage_results")
-        else "mentioned again (errors included)"
-    )
-    return (
-        f", and a pointer-generator head (`research/copy_model.py`: a gated copy distribution over the board ids "
-        f"already in the conversation, with coverage of the ids {acted}{read})"
-    )
-
-
-def _variants(results: dict) -> list[str]:
-    if not results.get("variants"):
-        return []
-    lines = [
-        "Every variant tried (easy episodes, greedy; which episodes: the last column):",
-        "",
-        "| variant | valid calls % | finished % | calls / episode | mean return | measured with |",
-        "|---|---|---|---|---|---|",
-    ]
-    for v in results["variants"]:
-        lines.append(
-            f"| {v['name']}: {v['note']} | {v['valid_calls']} | {v['finished']} | "
-            f"{v['calls_per_episode']} | {v['mean_return']} | {v['measured_with']} |"
-        )
-    return lines
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -704,16 +453,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-n", "--n-eval", type=int, default=100, help="held-out easy episodes per evaluation")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--preset", choices=list(PRESETS), default="defaults", help="a named, complete set of settings")
     parser.add_argument(
         "--set",
         nargs="*",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override a setting ({', '.join(SETTINGS)}); values are JSON",
+        help=f"override a setting of the preset ({', '.join(SETTINGS)}); values are JSON",
     )
     parser.add_argument("--variant", default=None, help="name this run in the variants table")
     args = parser.parse_args(argv)
-    settings = {}
+    settings = dict(PRESETS[args.preset])
     for item in args.set:
         key, _, value = item.partition("=")
         if key not in SETTINGS or not value:
@@ -723,7 +473,8 @@ def main(argv: list[str] | None = None) -> None:
     # Earlier runs' rows are kept: the table lists every variant tried, this run's rows last.
     previous = json.loads(args.results.read_text()).get("variants", []) if args.results.exists() else []
     name = args.variant or f"run {len(previous) // 2 + 1}"
-    note = ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
+    changed = {k: v for k, v in settings.items() if PRESETS[args.preset][k] != v}
+    note = ", ".join([f"preset {args.preset}"] + [f"{k}={v}" for k, v in changed.items()])
     steps = f"{results['sft']['steps']} SFT steps"
     results["variants"] = previous + [
         variant_row(

@@ -11,6 +11,7 @@ from research import evidence_ablation as ea
 from research import learnability as lb
 from research import lm_learnability as lm
 from research import structured_policy as sp
+from tests.live_server import REPO_ROOT
 from training.evaluate import evaluate, run_episodes
 
 
@@ -246,3 +247,26 @@ def test_the_evidence_ablation_unreads_only_the_held_out_artifacts_fields_and_re
     with pytest.raises(ValueError, match="valid: every artifact, train artifacts"):
         with ea.evidence_reader("none"):
             pass
+
+
+def test_the_published_lm_preset_is_the_recipe_the_report_was_measured_with():
+    """`--preset published` reproduces the reported run: its settings are exactly those the results recorded."""
+    from research.lm_settings import PRESETS, SETTINGS
+
+    measured = json.loads((REPO_ROOT / "research/results/lm_learnability.json").read_text())["config"]["settings"]
+    assert PRESETS["published"] == measured
+    assert PRESETS["defaults"] == SETTINGS and set(PRESETS["published"]) == set(SETTINGS)
+
+
+def test_the_boards_results_page_reads_the_calibration_report_it_links_to():
+    """The board's package data is the calibration's own numbers, not a hand-kept copy."""
+    from research.calibrate import board_results
+
+    calibration = json.loads((REPO_ROOT / "research/results/calibration.json").read_text())
+    shipped = json.loads((REPO_ROOT / "server/assets/results.json").read_text())
+    assert shipped == board_results(calibration)
+    assert (
+        shipped["slices"]["heldout_seeds/medium"]["naive"]["safe_ship"]
+        < 0.5
+        < (shipped["slices"]["heldout_seeds/medium"]["planner"]["safe_ship"])
+    )

@@ -1,0 +1,184 @@
+"""The LM study's report: the markdown `research.learnability` puts in docs/learnability.md, and variant rows.
+
+Rendering only: it reads the results dict `research.lm_learnability.run` writes.
+"""
+
+from __future__ import annotations
+
+
+def variant_row(name: str, note: str, m: dict, measured_with: str) -> dict:
+    """A row of the variants table from a SUMMARY (valid calls, finished, calls/episode, return)."""
+    bad = m["invalid_rate"]
+    valid = (
+        "no calls"
+        if not bad["n"]
+        else _pct({"rate": 1 - bad["rate"], "ci95": [1 - bad["ci95"][1], 1 - bad["ci95"][0]]})
+    )
+    return {
+        "name": name,
+        "note": note,
+        "valid_calls": valid,
+        "finished": _pct(m["finished"]),
+        "calls_per_episode": _mean(m["calls_per_episode"], 2),
+        "mean_return": _mean(m["mean_return"]),
+        "measured_with": measured_with,
+    }
+
+
+def _pct(metric: dict) -> str:
+    if metric["rate"] is None:
+        return "n/a"
+    lo, hi = metric["ci95"]
+    return f"{100 * metric['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def _mean(metric: dict, digits: int = 3) -> str:
+    lo, hi = metric["ci95"]
+    return f"{metric['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def markdown(results: dict) -> str:
+    """The report's section: setup, stage times, before/after with 95% intervals, verdict, variants.
+    A results file holding only the variants tried (no completed run) renders that table alone."""
+    if "eval" not in results:
+        return "\n".join(
+            ["No complete run of `python -m research.lm_learnability` is recorded yet.", ""] + _variants(results)
+        )
+    c, s, k = results["config"], results["stages"], results["config"]["settings"]
+    lines = [
+        f"Model: Qwen3-style, {c['parameters'] / 1e6:.1f}M parameters ({k['layers']} layers, hidden {k['hidden']}), "
+        f"vocabulary {c['vocab']} with one token per board id"
+        + _head(k)
+        + f". Warm start on {c['warm_start_episodes']} "
+        f"{k['warm_policy']} episodes (train split, easy{_recovery(k)}; {results['sft']['steps']} steps, loss "
+        f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
+        f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
+        f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})"
+        + _mining(results)
+        + f". Evaluated greedily on {c['n_eval']} "
+        f"{c['split']} episodes ({c['difficulty']}; tasks "
+        f"{k.get('eval_start', 0)}-{k.get('eval_start', 0) + c['n_eval'] - 1}), the "
+        f"same episodes before and after. Seed {c['seed']}, " + _cores(k) + "." + _selection(results),
+        "",
+        "Time per stage (wall / CPU s"
+        + (", CPU of the main process only" if k.get("processes", 1) > 1 else "")
+        + "): "
+        + ", ".join(f"{name} {t['wall_s']} / {t['cpu_s']}" for name, t in s.items())
+        + ".",
+        "",
+        "| model | calls / episode | invalid calls % | finished % | safe ship % | unsafe ship % | "
+        "missed deadline % | mean return |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, m in results["eval"].items():
+        lines.append(
+            f"| {label} | {_mean(m['calls_per_episode'], 2)} | {_pct(m['invalid_rate'])} | "
+            f"{_pct(m['finished'])} | {_pct(m['safe_ship'])} | {_pct(m['unsafe_ship'])} | "
+            f"{_pct(m['missed_deadline'])} | {_mean(m['mean_return'])} |"
+        )
+    t = results["targets"]
+    yes = {True: "met", False: "not met"}
+    lines += [
+        "",
+        f"Targets: warm start ≥ 90% valid calls: {yes[t['sft_valid_calls_90']]}; ≥ 50% finished: "
+        f"{yes[t['sft_finished_50']]}; GRPO raises mean return with non-overlapping intervals, calls per "
+        f"episode not collapsed: {yes[t['grpo_gain']]}"
+        + (" (calls per episode fell under half)" if results["calls_collapse"] else "")
+        + ".",
+    ]
+    return "\n".join(lines + [""] + _variants(results))
+
+
+def _cores(k: dict) -> str:
+    procs = k.get("processes", 1)
+    if procs == 1:
+        return "one CPU core (the budget in CPU time)"
+    threads = k.get("sft_threads") or procs
+    warm = (
+        f"{k['sft_seeds']} warm starts in {k['sft_seeds']} processes of one torch thread each"
+        if k.get("sft_seeds", 1) > 1
+        else f"the warm start on {threads} torch thread{'s' if threads > 1 else ''}"
+    )
+    return (
+        f"{procs} CPU cores (the budget in wall time: {warm}, the "
+        f"evaluations and the mining in {procs} worker processes, GRPO on {procs} data-parallel ranks, "
+        f"each playing its own prompt group every step)"
+    )
+
+
+def _recovery(k: dict) -> str:
+    if not k.get("recovery"):
+        return ""
+    return (
+        f"; {100 * k['recovery']:.0f}% of their blocks first tried with a rule the proposal's risk does not "
+        f"allow, which the engine refuses, that refused turn not learned from (`research/recovery.py`)"
+    )
+
+
+def _selection(results: dict) -> str:
+    warms, k = results.get("warm_starts"), results["config"]["settings"]
+    if not warms:
+        return ""
+    start = k["select_start"]
+    rows = "; ".join(
+        f"seed {w['seed']}: {w['steps']} steps, loss {w['loss_last']:.4f}, return "
+        f"{_mean(w['validation']['mean_return'])}, valid calls "
+        f"{100 * (1 - w['validation']['invalid_rate']['rate']):.1f}%"
+        for w in warms
+    )
+    return (
+        f" {len(warms)} warm starts were trained side by side, one per process, and seed {results['sft']['seed']} "
+        f"was kept for its mean return on {k['select_episodes']} train-split validation tasks (easy, tasks "
+        f"{start}-{start + k['select_episodes'] - 1}; never the held-out ones): {rows}."
+    )
+
+
+def _zero_std(grpo: dict) -> str:
+    if "zero_std_steps" not in grpo:
+        return ""
+    return f"; {grpo['zero_std_steps']} of its steps had all rollouts at one return, so zero advantage"
+
+
+def _mining(results: dict) -> str:
+    m = results.get("mining")
+    if not m:
+        return ""
+    return (
+        f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
+        f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, easy; those the greedy warm start does not solve: return "
+        f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
+        f"{m['reference_mean']:.3f} on the pool)"
+        + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else "")
+    )
+
+
+def _head(k: dict) -> str:
+    if not k.get("pointer"):
+        return ""
+    read = f", reading the {k['read_span']} tokens after each id" if k.get("read_span") else ""
+    acted = (
+        "acted on in tool results that are not errors"
+        if k.get("coverage_results")
+        else "mentioned again (errors included)"
+    )
+    return (
+        f", and a pointer-generator head (`research/copy_model.py`: a gated copy distribution over the board ids "
+        f"already in the conversation, with coverage of the ids {acted}{read})"
+    )
+
+
+def _variants(results: dict) -> list[str]:
+    if not results.get("variants"):
+        return []
+    lines = [
+        "Every variant tried (easy episodes, greedy; which episodes: the last column):",
+        "",
+        "| variant | valid calls % | finished % | calls / episode | mean return | measured with |",
+        "|---|---|---|---|---|---|",
+    ]
+    for v in results["variants"]:
+        lines.append(
+            f"| {v['name']}: {v['note']} | {v['valid_calls']} | {v['finished']} | "
+            f"{v['calls_per_episode']} | {v['mean_return']} | {v['measured_with']} |"
+        )
+    return lines
