@@ -1,4 +1,5 @@
 """One episode of release supervision: the state machine behind every door.
+Over 400 lines on purpose: every transition of the state machine, and what it pays, reads in one place.
 
 `Episode.step(tool_name, arguments)` validates and applies one supervisor call,
 updates the reward from the true world state, and returns a `StepResult`. An

@@ -1,4 +1,5 @@
 """Deterministic scenario generation: families, difficulties, proposals, evidence.
+Over 400 lines: one deterministic draw; split, its order of draws would be spread over files.
 
 `build_scenario(family, seed, difficulty, archetype_mix)` returns a fresh
 `World`. Everything random is drawn from one `random.Random` keyed by all four

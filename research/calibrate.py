@@ -8,8 +8,8 @@ blind script of the grammar (a), the best blind script with one inspection
 that reads no cue). So is the best cue reader we fit (a logistic regression over
 every visible feature, used to choose where to inspect). Then every policy plays
 the same `n` scenarios per slice. Writes research/results/calibration.json,
-docs/calibration.md and docs/metrics.png, and prints each target with its
-measured value.
+docs/calibration.md and the board's chart and numbers (server/assets/metrics.png and
+results.json), and prints each target with its measured value.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 """Learnability: one command trains, evaluates and writes the report.
+Over 400 lines: the one command that trains, evaluates and renders the learnability report.
 
     python -m research.learnability                       # trains both (about 60 minutes on 2 cores)
     python -m research.learnability --structured-checkpoint runs/structured.pt \\

@@ -1,4 +1,5 @@
 """Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
+Over 400 lines: the experiment's stages run in order and share one budget.
 
     # the published recipe (lm_settings.PRESETS), on both cores within 60 wall-minutes:
     python -m research.lm_learnability --preset published --minutes 60 -n 2000 --out runs/lm

@@ -1,6 +1,6 @@
 """The two demo scenarios of the design's story, with baseline transcripts.
 
-    python -m research.make_demo      # rewrites demo/*.json (a test checks they are current)
+    python -m research.make_demo      # rewrites server/assets/seed_*.json (a test checks they are current)
 
 Seed A, intervention matters: the CI fixer's green build disabled a payment
 test; the naive supervisor ships it, the oracle blocks it.

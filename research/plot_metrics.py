@@ -1,6 +1,6 @@
 """The seed's evaluation chart: safe ship, P1 catch, false blocks and budget used, per policy.
 
-python -m research.plot_metrics research/results/calibration.json --policies rule,oracle --out docs/metrics.png
+python -m research.plot_metrics research/results/calibration.json --policies rule,oracle --out server/assets/metrics.png
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results", nargs="+", type=Path, help="JSON files written by training.evaluate")
     parser.add_argument("--policies", default=None, help="comma-separated subset, in this order")
-    parser.add_argument("--out", type=Path, default=Path("docs/metrics.png"))
+    parser.add_argument("--out", type=Path, default=Path("server/assets/metrics.png"))
     parser.add_argument("--title", default="Evaluation: policies on held-out seeds")
     args = parser.parse_args(argv)
     results = load_results(args.results)

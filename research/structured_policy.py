@@ -1,4 +1,5 @@
 """A small network over the public observation, trained with group-relative policy gradients.
+Over 400 lines: the network, its cloning, its GRPO loop and its export belong to one experiment.
 
 Each turn, every valid tool call on the board is a candidate (approve or block
 each pending proposal under each relevant rule, inspect each of its artifacts,
@@ -276,7 +277,7 @@ def expert_traces(
     drops = random.Random(seed)
     for k, scenario in enumerate(scenario_list):
         masked = ReadingDropout(dropout, drops, whole)
-        # Set up as `baselines.play` does: the expert's own rng, the truth only if privileged.
+        # Set up as `releaseops_arena.policies.play` does: the expert's own rng, the truth only if privileged.
         env, policy = ReleaseOpsToolEnv(), POLICIES[expert]()
         policy.rng = random.Random(k)
         teach(policy, reader)

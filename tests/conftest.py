@@ -2,7 +2,8 @@
 
 Every test belongs to one tier, the folder it sits in (tests/<tier>/): `engine`
 (the pure library, in-process), `server` (a live uvicorn process), `browser`
-(Chromium), `container` (the real Dockerfile), `train` (torch and TRL). `make test-fast` runs `engine`; `make test` runs all.
+(Chromium), `container` (the real Dockerfile), `train` (torch and TRL).
+`make test-fast` runs `engine`; `make test` runs all.
 A tier whose tests skipped is named at the end with the command that enables it.
 """
 

@@ -1,4 +1,5 @@
 """Evaluate policies on a named split: the seed's metrics with 95% confidence intervals.
+Over 400 lines: playing, aggregating with intervals, and the report table read together.
 
     python -m training.evaluate --policy rule,oracle,naive --split heldout_seeds -n 500 \
         --difficulty medium --out results/eval.json

@@ -1,4 +1,5 @@
 r"""GRPO on ReleaseOps Arena with TRL's `environment_factory`, in-process or against remote servers.
+Over 400 lines: the trainer's command line is most of it, and each flag is documented where it is parsed.
 
     # in-process environment
     python -m training.train_grpo --model Qwen/Qwen3-0.6B --env local --steps 200 --output-dir runs/qwen3

@@ -1,4 +1,5 @@
 """The planner and the rule: policies that weigh every visible cue of a proposal.
+Over 400 lines: the planner's reading of every cue is one computation.
 
 `planner` is the reference learning is measured against: it knows the generator's
 published tables (`workers`, `mechanisms`, the site layout of `scenario_builder`) but

@@ -1,4 +1,5 @@
 """The trained structured policy without torch: its features, its candidate calls, and a greedy scorer.
+Over 400 lines: the features must match the trainer's bit for bit, so they stay in one file.
 
 Each turn, every valid tool call on the board is a candidate (approve or block
 each pending proposal under each relevant rule, inspect each of its artifacts,

@@ -1,4 +1,5 @@
 """The "Release board" tab at /web, driven by a real headless Chromium.
+Over 400 lines: one browser session drives every tab, sharing its fixtures.
 
 Playwright drives Debian's Chromium (/usr/bin/chromium; no browser is ever
 downloaded) against a live server started with ENABLE_WEB_INTERFACE=true.

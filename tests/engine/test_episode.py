@@ -1,4 +1,7 @@
-"""Engine v2: the world's mechanics, one test per design principle, and the mechanisms' evidence."""
+"""Engine v2: the world's mechanics, one test per design principle, and the mechanisms' evidence.
+
+Over 400 lines: one test per mechanic of the episode, sharing its helpers.
+"""
 
 import json
 

@@ -1,4 +1,7 @@
-"""CPU smoke tests of the training pipeline: a tiny offline model, SFT warm start, GRPO, evaluation."""
+"""CPU smoke tests of the training pipeline: a tiny offline model, SFT warm start, GRPO, evaluation.
+
+Over 400 lines: one smoke path (build, warm start, GRPO, evaluate) whose tests share their fixtures.
+"""
 
 import json
 

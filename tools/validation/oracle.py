@@ -1,7 +1,7 @@
 """The oracle of `openenv validate` (openenv.yaml: validation.capabilities.oracle, form `script`).
 
 It shows that the served reward reaches the declared maximum: the privileged
-`baselines.Oracle` plays a public `train` task in-process (its `TruthReader`
+`releaseops_arena.policies.Oracle` plays a public `train` task in-process (its `TruthReader`
 reads that process's own `Episode`), then its calls are replayed on a server
 over `/ws` and the server's rewards are checked. The hidden truth never
 crosses the wire: the server has no oracle hook to switch on or off, and a
