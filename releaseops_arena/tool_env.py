@@ -28,6 +28,12 @@ class ReleaseOpsToolEnv(SupervisorTools):
         self.truncated = False
         self.metrics: dict = {}
 
+    @property
+    def episode(self) -> Episode | None:
+        """The running engine `Episode` (None before the first reset), for in-process tooling such as a
+        privileged policy's truth reader. A property, so TRL does not offer it to a model as a tool."""
+        return self._episode
+
     def reset(self, **kwargs) -> str:
         """Start an episode from dataset columns: a task (`split`, `index`, optional `difficulty`)
         or a scenario (`family`, `seed`, `difficulty`, `archetype_mix`; missing ones take the

@@ -283,7 +283,7 @@ def expert_traces(
         teach(policy, reader)
         obs = env.reset(**scenario)
         if policy.privileged:
-            policy.truth = TruthReader(env._episode)
+            policy.truth = TruthReader(env.episode)
         view, shadow = View(json.loads(obs)), View(json.loads(obs))
         policy.begin(obs)
         trace = []

@@ -46,7 +46,7 @@ def _prepare(episodes: list[dict]) -> tuple[list[dict], list[dict]]:
                 results.append(json.loads(text))
             except ValueError as exc:
                 results.append({"error": str(exc)})
-            boards.append(env._episode.board())
+            boards.append(env.episode.board())
     return boards, results
 
 
@@ -84,7 +84,7 @@ def one_repeat(episodes: list[dict], boards: list[dict], results: list[dict]) ->
                 getattr(env, tool)(**args)
             except ValueError:
                 pass
-            episode = env._episode
+            episode = env.episode
             t0 = pc()
             json.dumps(episode.board())
             floor_board_live_ns += pc() - t0
