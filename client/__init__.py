@@ -1,5 +1,8 @@
 """Clients for a ReleaseOps Arena server (installed as `releaseops_arena.client`).
 
+This package is the client implementation. The root `client.py` of the repository only
+re-exports its names, because `openenv push` requires a file of that name (see its docstring).
+
 Nothing of this package is needed to talk to a server: OpenEnv's
 `GenericEnvClient` speaks the wire with plain dicts::
 
@@ -18,7 +21,9 @@ One connection is one episode at a time (HTTP /reset and /step are stateless).
 What this package adds:
 
 - `ReleaseOpsEnv`: the typed `EnvClient[ReleaseOpsAction, ReleaseOpsObservation,
-  ReleaseOpsState]`, async or `.sync()`, with timeouts suited to RL rollouts.
+  ReleaseOpsState]`, async or `.sync()`, with timeouts suited to RL rollouts
+  (also exported as `ReleaseopsArenaEnv`, the name OpenEnv's `AutoEnv` looks up),
+  and its wire models `ReleaseOpsAction`, `ReleaseOpsObservation`, `ReleaseOpsState`.
 - `RemoteReleaseOpsToolEnv`: the remote twin of `ReleaseOpsToolEnv` for TRL's
   `environment_factory` (same seven tools, same strings, rewards and metrics).
 - `make_remote_env_factory(base_urls)`, `remote_sessions(base_urls)`: factories
@@ -38,13 +43,24 @@ round-robin), `capacity`, `errors` (codes shared with the server), `models`
 from .capacity import check_capacity
 from .errors import CapacityError, SessionLostError
 from .factory import RemoteEnvFactory, make_remote_env_factory, remote_sessions
+from .models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
 from .registry import close_all
 from .releaseops_client import ReleaseOpsEnv
 from .remote_tool_env import RemoteReleaseOpsToolEnv
 from .urls import urls_from_dns
 
+# OpenEnv's AutoEnv names the client class after the manifest's `name` (openenv.auto._discovery:
+# `releaseops_arena` -> `ReleaseopsArenaEnv`) and looks it up in this module; the manifest cannot
+# name it (only `action:` and `observation:`, which openenv.yaml sets). So
+# `AutoEnv.from_env("releaseops_arena", base_url=...)` finds `ReleaseOpsEnv` under this second name.
+ReleaseopsArenaEnv = ReleaseOpsEnv
+
 __all__ = [
     "ReleaseOpsEnv",
+    "ReleaseOpsAction",
+    "ReleaseOpsObservation",
+    "ReleaseOpsState",
+    "ReleaseopsArenaEnv",
     "RemoteReleaseOpsToolEnv",
     "RemoteEnvFactory",
     "make_remote_env_factory",

@@ -18,8 +18,13 @@ def _get_json(url: str, timeout_s: float, headers: Optional[dict] = None) -> dic
         return json.loads(response.read())
 
 
-def check_capacity(base_urls: str | Sequence[str] | None, generation_batch_size: int, *, timeout_s: float = 10.0,
-                   headers: Optional[dict] = None) -> dict:
+def check_capacity(
+    base_urls: str | Sequence[str] | None,
+    generation_batch_size: int,
+    *,
+    timeout_s: float = 10.0,
+    headers: Optional[dict] = None,
+) -> dict:
     """Check that the servers can hold `generation_batch_size` concurrent sessions.
 
     TRL keeps one environment instance, hence one session, per rollout of a
@@ -46,8 +51,10 @@ def check_capacity(base_urls: str | Sequence[str] | None, generation_batch_size:
         value = meta.get("max_concurrent_envs") if isinstance(meta, dict) else None
         count = meta.get("workers", 1) if isinstance(meta, dict) else None  # older servers: one process
         if not _positive_int(value) or not _positive_int(count):
-            raise ConnectionError(f"{http_url(url)}/metadata does not report max_concurrent_envs and workers "
-                                  "(is it a ReleaseOps Arena server?)")
+            raise ConnectionError(
+                f"{http_url(url)}/metadata does not report max_concurrent_envs and workers "
+                "(is it a ReleaseOps Arena server?)"
+            )
         per_url.append(value * count)
         workers.append(count)
     capacity = sum(per_url)
@@ -58,10 +65,17 @@ def check_capacity(base_urls: str | Sequence[str] | None, generation_batch_size:
     else:
         breakdown = f"{n} replicas: {' + '.join(shapes)}"
     if capacity < generation_batch_size:
-        raise CapacityError(f"server capacity {capacity} ({breakdown}) is below the generation batch size "
-                            f"{generation_batch_size}; raise MAX_CONCURRENT_ENVS or add replicas or workers")
-    return {"replicas": n, "max_concurrent_envs": dict(zip(urls, per_url)), "workers": dict(zip(urls, workers)),
-            "capacity": capacity, "generation_batch_size": generation_batch_size}
+        raise CapacityError(
+            f"server capacity {capacity} ({breakdown}) is below the generation batch size "
+            f"{generation_batch_size}; raise MAX_CONCURRENT_ENVS or add replicas or workers"
+        )
+    return {
+        "replicas": n,
+        "max_concurrent_envs": dict(zip(urls, per_url)),
+        "workers": dict(zip(urls, workers)),
+        "capacity": capacity,
+        "generation_batch_size": generation_batch_size,
+    }
 
 
 def _positive_int(value: object) -> bool:

@@ -15,8 +15,13 @@ from .urls import RoundRobin, parse_urls, urls_from_env
 class RemoteEnvFactory:
     """Zero-argument callable for TRL's `environment_factory`: one new session per call, round-robin over URLs."""
 
-    def __init__(self, base_urls: str | Sequence[str], *, reconnect_timeout_s: float = DEFAULT_RECONNECT_TIMEOUT_S,
-                 **client_options: Any):
+    def __init__(
+        self,
+        base_urls: str | Sequence[str],
+        *,
+        reconnect_timeout_s: float = DEFAULT_RECONNECT_TIMEOUT_S,
+        **client_options: Any,
+    ):
         self.base_urls = parse_urls(base_urls)
         self.reconnect_timeout_s = reconnect_timeout_s
         self.client_options = dict(client_options)
@@ -34,16 +39,19 @@ class RemoteEnvFactory:
     # unpickled copy owns none: `close()` or `close_all()` in the child closes the child's
     # sessions, and the parent's `close_all()` cannot reach them.
     def __getstate__(self) -> dict:
-        return {"base_urls": self.base_urls, "reconnect_timeout_s": self.reconnect_timeout_s,
-                "client_options": self.client_options}
+        return {
+            "base_urls": self.base_urls,
+            "reconnect_timeout_s": self.reconnect_timeout_s,
+            "client_options": self.client_options,
+        }
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["base_urls"], reconnect_timeout_s=state["reconnect_timeout_s"],
-                      **state["client_options"])
+        self.__init__(state["base_urls"], reconnect_timeout_s=state["reconnect_timeout_s"], **state["client_options"])
 
     def __call__(self) -> RemoteReleaseOpsToolEnv:
-        env = RemoteReleaseOpsToolEnv(base_url=self._rotation.next(), reconnect_timeout_s=self.reconnect_timeout_s,
-                                      **self.client_options)
+        env = RemoteReleaseOpsToolEnv(
+            base_url=self._rotation.next(), reconnect_timeout_s=self.reconnect_timeout_s, **self.client_options
+        )
         env._link.group = self
         return env
 
@@ -72,8 +80,9 @@ def make_remote_env_factory(base_urls: str | Sequence[str] | None = None, **clie
 
 
 @contextlib.contextmanager
-def remote_sessions(base_urls: str | Sequence[str] | None = None, *, generation_batch_size: Optional[int] = None,
-                    **client_options: Any) -> Iterator[RemoteEnvFactory]:
+def remote_sessions(
+    base_urls: str | Sequence[str] | None = None, *, generation_batch_size: Optional[int] = None, **client_options: Any
+) -> Iterator[RemoteEnvFactory]:
     """Yield a factory; close every session it opened on exit (also on errors).
 
     With `generation_batch_size`, `check_capacity` runs first.

@@ -28,15 +28,22 @@ class ReleaseOpsAction(Action):
 class ReleaseOpsObservation(Observation):
     """What the supervisor sees after reset or a tool call."""
 
-    text: str = Field(default="", description="Exactly the string a model sees: the board after reset, "
-                                              "the tool result after a step, or the error message. "
-                                              "The structured board is in `state` (on request), not repeated here.")
+    text: str = Field(
+        default="",
+        description="Exactly the string a model sees: the board after reset, "
+        "the tool result after a step, or the error message. "
+        "The structured board is in `state` (on request), not repeated here.",
+    )
     # A null `error` or `outcome` is left out of the reply (the model's default restores it): nearly
     # every reply has both null, and every byte is framed and deflated on every step.
-    error: Optional[str] = Field(default=None, exclude_if=_is_none,
-                                 description="Short message of an invalid call; absent (null) otherwise.")
-    outcome: Optional[str] = Field(default=None, exclude_if=_is_none,
-                                   description="safe_ship, unsafe_ship or missed_deadline once done; absent before.")
+    error: Optional[str] = Field(
+        default=None, exclude_if=_is_none, description="Short message of an invalid call; absent (null) otherwise."
+    )
+    outcome: Optional[str] = Field(
+        default=None,
+        exclude_if=_is_none,
+        description="safe_ship, unsafe_ship or missed_deadline once done; absent before.",
+    )
     episode_return: float = Field(default=0.0, description="Sum of rewards so far in this episode.")
 
 
@@ -49,15 +56,20 @@ class ReleaseOpsState(State):
     archetype_mix: Optional[str] = Field(default=None, description="Named worker archetype mix.")
     phase: Optional[str] = Field(default=None, description="Current phase.")
     review_budget_remaining: Optional[int] = Field(default=None, description="Review budget left.")
-    board: dict[str, Any] = Field(default_factory=dict,
-                                  description="The whole public board now, as JSON: the reset text, kept current.")
-    audit: list[dict[str, Any]] = Field(default_factory=list,
-                                        description="Every call of the episode (Episode.audit), once it is over.")
-    metrics: dict[str, Any] = Field(default_factory=dict,
-                                    description="The episode's metrics (Episode.metrics), once it is over.")
-    reward_breakdown: dict[str, float] = Field(default_factory=dict,
-                                               description="The return by part (the rubric tree's children: "
-                                                           "outcome, budget, invalid_calls, discoveries), once over.")
+    board: dict[str, Any] = Field(
+        default_factory=dict, description="The whole public board now, as JSON: the reset text, kept current."
+    )
+    audit: list[dict[str, Any]] = Field(
+        default_factory=list, description="Every call of the episode (Episode.audit), once it is over."
+    )
+    metrics: dict[str, Any] = Field(
+        default_factory=dict, description="The episode's metrics (Episode.metrics), once it is over."
+    )
+    reward_breakdown: dict[str, float] = Field(
+        default_factory=dict,
+        description="The return by part (the rubric tree's children: "
+        "outcome, budget, invalid_calls, discoveries), once over.",
+    )
     episode_return: float = Field(default=0.0, description="Sum of rewards so far.")
     done: bool = Field(default=False, description="Whether the episode has ended.")
     outcome: Optional[str] = Field(default=None, description="Terminal outcome once done.")

@@ -49,8 +49,9 @@ def close_in_background(close: Callable[..., Any], *args: Any, pid: int) -> None
 def close_sessions(group: object = None, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
     """Close the open sessions of this process (of one factory when `group` is given); returns how many."""
     with _LOCK:
-        sessions = [s for s in list(_SESSIONS) if s.pid == os.getpid() and s.alive
-                    and (group is None or s.group is group)]
+        sessions = [
+            s for s in list(_SESSIONS) if s.pid == os.getpid() and s.alive and (group is None or s.group is group)
+        ]
         pending = list(_PENDING_CLOSES)
     if sessions and LOOP.running() is not None:
 

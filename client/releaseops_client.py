@@ -3,8 +3,7 @@
 One instance is one WebSocket session (one episode at a time) on the server.
 It is an `EnvClient`, so it works async by default and sync through `.sync()`::
 
-    from client import ReleaseOpsEnv
-    from client.models import ReleaseOpsAction
+    from releaseops_arena.client import ReleaseOpsAction, ReleaseOpsEnv
 
     with ReleaseOpsEnv(base_url="http://127.0.0.1:8000").sync() as env:
         result = env.reset(family="green_ci_disabled_payment_test", seed=17, difficulty="medium",

@@ -7,10 +7,10 @@ same instance state (`reward` = episode return so far, `done`, `terminated`,
 `truncated`, `metrics`), with identical strings, rewards and metrics for
 identical calls. `metrics`, `terminated` and `truncated` come from the server's
 `state` once the episode is over, fetched once, when first read (replies carry
-no end-of-episode record: a trainer that only needs the reward pays nothing). Each instance owns one WebSocket session, opened lazily on
-the first `reset`::
+no end-of-episode record: a trainer that only needs the reward pays nothing).
+Each instance owns one WebSocket session, opened lazily on the first `reset`::
 
-    from client import make_remote_env_factory, remote_sessions, check_capacity
+    from releaseops_arena.client import check_capacity, remote_sessions
 
     urls = ["https://me-releaseops-1.hf.space", "https://me-releaseops-2.hf.space"]
     check_capacity(urls, generation_batch_size=64)        # fail fast, before loading a model
@@ -25,7 +25,8 @@ at the end. Sessions are spread round-robin over the URLs (Space replicas).
 TRL turns every public function of the class into a tool except `reset` and
 `get_reward`, so those two and the seven tools are the only public methods;
 the plumbing lives in sibling modules (`session`, `loop`, `registry`,
-`factory`, `capacity`). `get_reward` ends an episode the model left
+`capacity`). The factories (`factory`) build on this class; this module never imports them,
+so there is no import cycle. `get_reward` ends an episode the model left
 unfinished on the server (the `end_episode` control action), which scores it.
 
 Connection handling (`session.py`):
@@ -72,8 +73,13 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
     `websocket_ping_interval_s`, `websocket_ping_timeout_s`, `headers`.
     """
 
-    def __init__(self, base_url: Optional[str] = None, *, reconnect_timeout_s: float = DEFAULT_RECONNECT_TIMEOUT_S,
-                 **client_options: Any):
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        *,
+        reconnect_timeout_s: float = DEFAULT_RECONNECT_TIMEOUT_S,
+        **client_options: Any,
+    ):
         self.base_url = parse_urls(base_url)[0] if base_url is not None else next_env_url()
         self.reward = 0.0
         self.done = False
@@ -83,8 +89,9 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         # `get_reward` then returns None, so that TRL drops the rollout.
         self.session_error: Optional[str] = None
         self._lost: Optional[SessionLostError] = None
-        self._link = ReconnectingSession(self.base_url, SessionOptions.from_kwargs(**client_options),
-                                         reconnect_timeout_s)
+        self._link = ReconnectingSession(
+            self.base_url, SessionOptions.from_kwargs(**client_options), reconnect_timeout_s
+        )
         self._episode_running = False
 
     # ---- TRL entry points
@@ -165,13 +172,3 @@ class RemoteReleaseOpsToolEnv(SupervisorTools):
         if observation.error is not None:
             raise ValueError(observation.error)
         return observation.text
-
-
-def __getattr__(name: str) -> Any:
-    # Before the split these were defined here, and tests/train/test_training.py still imports them
-    # from here; their home is the `client` package.
-    if name in ("close_all", "make_remote_env_factory"):
-        from . import factory, registry
-
-        return getattr(registry if name == "close_all" else factory, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,8 +35,13 @@ from .errors import CONNECTION_LOST, SESSION_CLOSED, CapacityError, ServerError,
 from .loop import LOOP
 from .models import ReleaseOpsAction, ReleaseOpsObservation
 from .releaseops_client import (
-    DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_MAX_MESSAGE_SIZE_MB, DEFAULT_MESSAGE_TIMEOUT_S, DEFAULT_PING_INTERVAL_S,
-    DEFAULT_PING_TIMEOUT_S, action_payload, parse_step_result,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_SIZE_MB,
+    DEFAULT_MESSAGE_TIMEOUT_S,
+    DEFAULT_PING_INTERVAL_S,
+    DEFAULT_PING_TIMEOUT_S,
+    action_payload,
+    parse_step_result,
 )
 from .urls import is_loopback
 
@@ -93,11 +98,15 @@ class RemoteSession:
         ws_url = f"{convert_to_ws_url(base_url)}/ws"
         no_proxy = {"proxy": None} if is_loopback(ws_url) else {}
         try:
-            ws = await connect(ws_url, open_timeout=options.connect_timeout_s,
-                               max_size=int(options.max_message_size_mb * 1024 * 1024),
-                               ping_interval=options.websocket_ping_interval_s,
-                               ping_timeout=options.websocket_ping_timeout_s,
-                               additional_headers=dict(options.headers or {}), **no_proxy)
+            ws = await connect(
+                ws_url,
+                open_timeout=options.connect_timeout_s,
+                max_size=int(options.max_message_size_mb * 1024 * 1024),
+                ping_interval=options.websocket_ping_interval_s,
+                ping_timeout=options.websocket_ping_timeout_s,
+                additional_headers=dict(options.headers or {}),
+                **no_proxy,
+            )
         except (OSError, WebSocketException) as exc:
             raise ConnectionError(f"could not connect to {ws_url}: {_describe(exc)}") from exc
         return cls(ws, base_url, options)
@@ -112,8 +121,12 @@ class RemoteSession:
         if self._loss is None:
             return None
         code, reason = self._loss
-        return SessionLostError(f"the session with {self.base_url} was lost ({reason}); this episode cannot "
-                                "continue. The next reset() opens a new session.", code, reason)
+        return SessionLostError(
+            f"the session with {self.base_url} was lost ({reason}); this episode cannot "
+            "continue. The next reset() opens a new session.",
+            code,
+            reason,
+        )
 
     async def reset(self, config: dict) -> StepResult[ReleaseOpsObservation]:
         return parse_step_result(await self._request(WSResetMessage(data=config)))
@@ -180,8 +193,9 @@ class ReconnectingSession:
     server it was connected to before; a first connection fails at once.
     """
 
-    def __init__(self, base_url: str, options: SessionOptions,
-                 reconnect_timeout_s: float = DEFAULT_RECONNECT_TIMEOUT_S):
+    def __init__(
+        self, base_url: str, options: SessionOptions, reconnect_timeout_s: float = DEFAULT_RECONNECT_TIMEOUT_S
+    ):
         self.base_url, self.options = base_url, options
         self.reconnect_timeout_s = float(reconnect_timeout_s)
         self.group: object = None
@@ -215,8 +229,10 @@ class ReconnectingSession:
                     if full < CAPACITY_RETRIES:
                         time.sleep(min(0.02 * full, 0.2))
                         continue
-                    raise CapacityError(f"{self.base_url} is at capacity ({exc.message}); raise "
-                                        "MAX_CONCURRENT_ENVS or add replicas (see check_capacity)") from None
+                    raise CapacityError(
+                        f"{self.base_url} is at capacity ({exc.message}); raise "
+                        "MAX_CONCURRENT_ENVS or add replicas (see check_capacity)"
+                    ) from None
                 if exc.code == WSErrorCode.EXECUTION_ERROR.value:
                     raise ValueError(exc.message) from None  # the running episode, if any, goes on
                 raise
@@ -239,8 +255,11 @@ class ReconnectingSession:
     def _live(self) -> RemoteSession:
         session = self.session
         if session is None or session.pid != os.getpid():
-            raise SessionLostError(f"the session with {self.base_url} was lost (no open session in this "
-                                   "process); the next reset() opens a new session.", CONNECTION_LOST)
+            raise SessionLostError(
+                f"the session with {self.base_url} was lost (no open session in this "
+                "process); the next reset() opens a new session.",
+                CONNECTION_LOST,
+            )
         return session
 
     def state(self) -> dict:

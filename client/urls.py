@@ -29,8 +29,10 @@ def parse_urls(base_urls: str | Sequence[str]) -> tuple[str, ...]:
 def urls_from_env() -> tuple[str, ...]:
     value = os.environ.get(ENV_URL_VAR, "")
     if not value.strip():
-        raise ValueError(f"set {ENV_URL_VAR} (comma-separated for several replicas), "
-                         "or build instances with make_remote_env_factory(base_urls)")
+        raise ValueError(
+            f"set {ENV_URL_VAR} (comma-separated for several replicas), "
+            "or build instances with make_remote_env_factory(base_urls)"
+        )
     return parse_urls(value)
 
 

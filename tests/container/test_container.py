@@ -167,7 +167,7 @@ def test_image_has_no_torch(engine: Engine, container) -> None:
     name, _ = container
     out = engine("exec", name, "python", "-m", "pip", "list", "--format=json", timeout=120).stdout
     installed = {p["name"].lower() for p in json.loads(out)}
-    assert {"openenv", "uvicorn", "fastapi", "gradio", "releaseops-arena"} <= installed
+    assert {"openenv", "uvicorn", "fastapi", "gradio", "openenv-releaseops-arena"} <= installed
     assert not installed & {"torch", "trl", "transformers", "accelerate"}, sorted(installed)
 
 

@@ -1,6 +1,7 @@
 """The benchmark tool's own rules: it needs nothing from tests/, its goal thresholds are one table that
-the report and the README both read, it renders kept results, its text echo answers with exactly our
-texts, and its profiler finds our packages wherever the checkout is. Nothing here measures performance."""
+the report and the performance block of docs/deployment.md both read, it renders kept results, its text
+echo answers with exactly our texts, and its profiler finds our packages wherever the checkout is.
+Nothing here measures performance."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from tools.bench import goals, profiles, readme, report, text_echo_app
 from tools.bench.common import record, workload_scenarios
 from tools.bench.echo_app import EchoAction
-from tools.bench.run_all import LAST_RUN, load_results
+from tools.bench.run_all import BLOCK_PAGE, LAST_RUN, load_results
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCH = sorted((REPO_ROOT / "tools" / "bench").glob("*.py"))
@@ -46,7 +47,7 @@ def results() -> dict:
     return load_results(LAST_RUN)
 
 
-def test_the_kept_results_render_every_goal_and_the_readme_block(results):
+def test_the_kept_results_render_every_goal_and_the_block(results):
     text = report.render(results)
     for goal in goals.GOALS.values():
         assert f"| {goal.what} | {goal.goal()} | {goal.measured(results)} |" in text
@@ -56,13 +57,14 @@ def test_the_kept_results_render_every_goal_and_the_readme_block(results):
     assert all(f"| {g.what} | {g.goal()} |" in block for g in goals.GOALS.values())
 
 
-def test_the_committed_readme_and_report_match_the_kept_results(results):
+def test_the_committed_block_and_report_match_the_kept_results(results):
     """Neither is typed by hand: both are exactly what `python -m tools.bench.run_all --render-only` writes."""
     assert (REPO_ROOT / "docs" / "benchmarks.md").read_text() == report.render(results)
-    assert readme.block(results) in (REPO_ROOT / "README.md").read_text()
+    assert BLOCK_PAGE == REPO_ROOT / "docs" / "deployment.md"
+    assert readme.block(results) in BLOCK_PAGE.read_text()
 
 
-def test_a_threshold_changed_in_the_goals_table_changes_report_readme_and_notes(results, monkeypatch):
+def test_a_threshold_changed_in_the_goals_table_changes_report_block_and_notes(results, monkeypatch):
     key = "server_throughput_64"
     old = goals.GOALS[key]
     value = old.value(results)
@@ -82,9 +84,17 @@ def test_a_part_that_did_not_run_leaves_its_goals_and_sections_out(results):
     text = report.render(partial)
     assert "### What-ifs" not in text and "Soak:" not in text and "### Server step" not in text
     assert "### Workers" not in text
-    not_measured = [goals.GOALS[k].what for k in ("server_throughput_64_plain", "server_p99_64_plain",
-                                                   "server_throughput_64_loop", "server_p99_64_loop",
-                                                   "workers_2_over_1", "soak_flat")]
+    not_measured = [
+        goals.GOALS[k].what
+        for k in (
+            "server_throughput_64_plain",
+            "server_p99_64_plain",
+            "server_throughput_64_loop",
+            "server_p99_64_loop",
+            "workers_2_over_1",
+            "soak_flat",
+        )
+    ]
     assert f"Not measured in this run: {'; '.join(not_measured)}." in text
     assert goals.GOALS["soak_flat"].what not in readme.block(partial).split("Not measured")[0]
 
@@ -100,8 +110,8 @@ def test_a_column_nothing_measured_is_not_printed(results):
     assert "| full GCs |" in report.render(results) and "text echo share %" in report.render(results)
 
 
-def test_the_readme_block_is_replaced_between_its_markers_only(results, tmp_path):
-    path = tmp_path / "README.md"
+def test_the_block_is_replaced_between_its_markers_only(results, tmp_path):
+    path = tmp_path / "deployment.md"
     path.write_text(f"# title\n\nbefore\n\n{readme.START}\nstale table\n{readme.END}\n\nafter\n")
     readme.write(path, results)
     text = path.read_text()
@@ -114,7 +124,9 @@ def test_the_readme_block_is_replaced_between_its_markers_only(results, tmp_path
 
 def test_missing_results_say_how_to_make_them(tmp_path):
     (tmp_path / "meta.json").write_text(json.dumps({}))
-    with pytest.raises(SystemExit, match=r"missing engine\.json, tokens\.json, server\.json; run `python -m tools\.bench"):
+    with pytest.raises(
+        SystemExit, match=r"missing engine\.json, tokens\.json, server\.json; run `python -m tools\.bench"
+    ):
         load_results(tmp_path)
 
 
@@ -123,8 +135,9 @@ def test_the_profiler_finds_our_packages_by_where_they_are_not_by_folder_name(mo
     assert profiles.category(here, "create_app") == profiles.OWN_PACKAGES["server"]
     # a clone with another name: our code is wherever the packages are imported from
     clone = Path("/srv/any-name-at-all")
-    monkeypatch.setattr(profiles, "package_dirs", lambda: {"releaseops_arena": clone / "releaseops_arena",
-                                                           "server": clone / "server"})
+    monkeypatch.setattr(
+        profiles, "package_dirs", lambda: {"releaseops_arena": clone / "releaseops_arena", "server": clone / "server"}
+    )
     profiles._own_package.cache_clear()
     try:
         assert profiles.category(str(clone / "server" / "app.py"), "f") == profiles.OWN_PACKAGES["server"]
@@ -136,6 +149,7 @@ def test_the_profiler_finds_our_packages_by_where_they_are_not_by_folder_name(mo
 
 
 # ------------------------------------------------------------------ the text echo
+
 
 @pytest.fixture(scope="module")
 def episodes() -> list[dict]:
@@ -169,10 +183,19 @@ def test_the_text_echo_refuses_an_unknown_scenario_and_a_missing_texts_file(epis
 
 # ------------------------------------------------------------------ goals and rendering
 
+
 def test_the_goal_table_judges_ours_against_the_text_echo_and_the_workers():
     whats = {k: g.what for k, g in goals.GOALS.items()}
-    for key in ("server_throughput_64", "server_p99_64", "server_throughput_64_plain", "server_p99_64_plain",
-                "server_cpu_minus_echo", "reply_bytes_median", "reply_bytes_p99", "workers_2_over_1"):
+    for key in (
+        "server_throughput_64",
+        "server_p99_64",
+        "server_throughput_64_plain",
+        "server_p99_64_plain",
+        "server_cpu_minus_echo",
+        "reply_bytes_median",
+        "reply_bytes_p99",
+        "workers_2_over_1",
+    ):
         assert key in whats
     assert "text echo" in whats["server_throughput_64"] and "text echo" in whats["server_p99_64"]
     assert goals.GOALS["workers_2_over_1"].limit == 1.3 and goals.GOALS["workers_2_over_1"].op == ">="
@@ -219,8 +242,9 @@ def test_the_report_names_the_commit_it_measured(results):
 
     from tools.bench.run_all import commit
 
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=Path(__file__).parent).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    ).stdout.strip()
     assert commit().split(" ")[0] == head
     fake = copy.deepcopy(results)
     fake["meta"]["commit"] = "abc1234 with uncommitted changes to 2 measured files"

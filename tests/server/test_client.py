@@ -1,4 +1,5 @@
 """The clients against real uvicorn servers on 127.0.0.1.
+Over 400 lines: every client door against one live server, sharing its fixtures.
 
 GenericEnvClient (the README snippet), the typed `ReleaseOpsEnv` (sync and
 async), and `RemoteReleaseOpsToolEnv`, TRL's remote environment: identical to
@@ -36,16 +37,20 @@ from client import (
     make_remote_env_factory,
     remote_sessions,
 )
-from client.urls import ENV_URL_VAR
 from client.errors import CLIENT_CLOSED, CONNECTION_LOST, SESSION_CLOSED, coded_message, frame_code
 from client.loop import LOOP
+from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
+from client.urls import ENV_URL_VAR
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, TOOL_NAMES, ReleaseOpsToolEnv, rewards
 from releaseops_arena.policies import POLICIES, play
-from client.models import ReleaseOpsAction, ReleaseOpsObservation, ReleaseOpsState
-from tests.wire import open_socket, send, wait_for_free_slots
 from tests.live_server import (  # noqa: F401  (live_server: fixture)
-    HEALTH_TIMEOUT_S, free_port, live_server, run_live_server,
+    HEALTH_TIMEOUT_S,
+    free_port,
+    live_server,
+    run_live_server,
 )
+from tests.wire import open_socket, send, wait_for_free_slots
+
 
 def readme_snippet() -> str:
     """The README's GenericEnvClient block, verbatim: the test runs what readers copy."""
@@ -56,8 +61,12 @@ def readme_snippet() -> str:
 
 README_SNIPPET = readme_snippet()
 
-SCENARIO = {"family": "green_ci_disabled_payment_test", "seed": 17, "difficulty": "medium",
-            "archetype_mix": "shortcut_ci__careful_qa"}
+SCENARIO = {
+    "family": "green_ci_disabled_payment_test",
+    "seed": 17,
+    "difficulty": "medium",
+    "archetype_mix": "shortcut_ci__careful_qa",
+}
 SMALL = {"MAX_CONCURRENT_ENVS": "4"}
 
 
@@ -141,7 +150,10 @@ def test_parse_result_reads_reward_and_done_from_the_envelope():
 def check_typed_episode(results: list, state: ReleaseOpsState, local: dict) -> None:
     reset, invalid, *steps = results
     assert isinstance(reset.observation, ReleaseOpsObservation)
-    assert reset.observation.text == local["observation"] and (reset.reward, reset.done) == (rewards.OPENING_REWARD, False)
+    assert reset.observation.text == local["observation"] and (reset.reward, reset.done) == (
+        rewards.OPENING_REWARD,
+        False,
+    )
     # A non-zero reward arrives: the envelope is read, not the stripped observation.
     assert (invalid.reward, invalid.done) == (-0.25, False)
     assert invalid.observation.reward == -0.25 and invalid.observation.error == invalid.observation.text
@@ -163,8 +175,10 @@ def check_typed_episode(results: list, state: ReleaseOpsState, local: dict) -> N
 def test_typed_client_sync(live_server):  # noqa: F811
     local = local_run("oracle", SCENARIO, 0)
     with ReleaseOpsEnv(base_url=live_server).sync() as env:
-        results = [env.reset(**SCENARIO),
-                   env.step(ReleaseOpsAction(tool_name="approve_proposal", arguments={"proposal_id": "p999"}))]
+        results = [
+            env.reset(**SCENARIO),
+            env.step(ReleaseOpsAction(tool_name="approve_proposal", arguments={"proposal_id": "p999"})),
+        ]
         for s in local["steps"]:
             results.append(env.step(ReleaseOpsAction(tool_name=s["tool"], arguments=s["arguments"])))
         state = env.state()
@@ -176,8 +190,10 @@ def test_typed_client_async(live_server):  # noqa: F811
 
     async def main():
         async with ReleaseOpsEnv(base_url=live_server) as env:
-            results = [await env.reset(**SCENARIO),
-                       await env.step({"tool_name": "approve_proposal", "arguments": {"proposal_id": "p999"}})]
+            results = [
+                await env.reset(**SCENARIO),
+                await env.step({"tool_name": "approve_proposal", "arguments": {"proposal_id": "p999"}}),
+            ]
             for s in local["steps"]:
                 results.append(await env.step({"tool_name": s["tool"], "arguments": s["arguments"]}))
             return results, await env.state()
@@ -189,12 +205,24 @@ def test_typed_client_async(live_server):  # noqa: F811
 
 
 def parity_cases(n: int):
-    policies = ["random", "rule", "oracle", "random", "naive", "block_everything", "inspect_everything",
-                "always_hold", "random"]
+    policies = [
+        "random",
+        "rule",
+        "oracle",
+        "random",
+        "naive",
+        "block_everything",
+        "inspect_everything",
+        "always_hold",
+        "random",
+    ]
     for i in range(n):
-        scenario = {"family": ALL_FAMILIES[i % len(ALL_FAMILIES)], "seed": 3000 + i,
-                    "difficulty": DIFFICULTIES[(i // 4) % len(DIFFICULTIES)],
-                    "archetype_mix": ALL_MIXES[i % len(ALL_MIXES)]}
+        scenario = {
+            "family": ALL_FAMILIES[i % len(ALL_FAMILIES)],
+            "seed": 3000 + i,
+            "difficulty": DIFFICULTIES[(i // 4) % len(DIFFICULTIES)],
+            "archetype_mix": ALL_MIXES[i % len(ALL_MIXES)],
+        }
         yield policies[i % len(policies)], scenario, i
 
 
@@ -226,8 +254,9 @@ def test_remote_tool_env_is_identical_to_the_local_one(live_server):  # noqa: F8
 def test_reset_and_errors_match_the_local_env(live_server):  # noqa: F811
     remote, local = make_remote_env_factory(live_server)(), ReleaseOpsToolEnv()
     # Before any reset: the same error, and no connection is opened for it.
-    assert outcome_of(remote, "hold_release", {"reason_code": "awaiting_fix"}) == \
-        outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
+    assert outcome_of(remote, "hold_release", {"reason_code": "awaiting_fix"}) == outcome_of(
+        local, "hold_release", {"reason_code": "awaiting_fix"}
+    )
     assert remote._link.session is None
     for bad in ({"family": "nope"}, {"difficulty": "brutal"}, {"seed": -1}, {"archetype_mix": "evil"}):
         with pytest.raises(ValueError) as remote_error:
@@ -240,15 +269,17 @@ def test_reset_and_errors_match_the_local_env(live_server):  # noqa: F811
     assert remote.reset(archetype_mix=None, family=None) == local.reset()
     assert remote.reset(**{**SCENARIO, "seed": numpy.int64(17)}) == local.reset(**{**SCENARIO, "seed": numpy.int64(17)})
     # An invalid call: ValueError with the server's message, reward -0.25, episode goes on.
-    assert outcome_of(remote, "approve_proposal", {"proposal_id": "p0"}) == \
-        outcome_of(local, "approve_proposal", {"proposal_id": "p0"})
+    assert outcome_of(remote, "approve_proposal", {"proposal_id": "p0"}) == outcome_of(
+        local, "approve_proposal", {"proposal_id": "p0"}
+    )
     assert remote.reward == local.reward == rewards.OPENING_REWARD - 0.25 and not remote.done
     # A refused reset leaves the running episode in place, on both sides.
     for env in (remote, local):
         with pytest.raises(ValueError, match="unknown family"):
             env.reset(family="nope")
-    assert outcome_of(remote, "hold_release", {"reason_code": "risk_too_high"}) == \
-        outcome_of(local, "hold_release", {"reason_code": "risk_too_high"})
+    assert outcome_of(remote, "hold_release", {"reason_code": "risk_too_high"}) == outcome_of(
+        local, "hold_release", {"reason_code": "risk_too_high"}
+    )
     assert (remote.reward, remote.done) == (local.reward, local.done)
 
 
@@ -303,11 +334,15 @@ def test_check_capacity_and_round_robin_over_two_replicas(small_servers):
     assert check_capacity(a, 4)["capacity"] == 4
     with pytest.raises(CapacityError) as one:
         check_capacity([a], 5)
-    assert str(one.value) == ("server capacity 4 (1 replica x 4) is below the generation batch size 5; "
-                              "raise MAX_CONCURRENT_ENVS or add replicas or workers")
+    assert str(one.value) == (
+        "server capacity 4 (1 replica x 4) is below the generation batch size 5; "
+        "raise MAX_CONCURRENT_ENVS or add replicas or workers"
+    )
     report = check_capacity(f"{a},{b}", 8)
     assert report["replicas"] == 2 and report["capacity"] == 8
-    with pytest.raises(CapacityError, match=r"server capacity 8 \(2 replicas x 4\) is below the generation batch size 9"):
+    with pytest.raises(
+        CapacityError, match=r"server capacity 8 \(2 replicas x 4\) is below the generation batch size 9"
+    ):
         check_capacity([a, b], 9)
     with pytest.raises(CapacityError):
         with remote_sessions([a, b], generation_batch_size=9):
@@ -365,8 +400,9 @@ def test_a_dropped_socket_loses_the_episode_and_the_next_reset_reconnects(live_s
     assert env.get_reward() is None and env.truncated  # the server held the episode: unscorable
     assert env.reset(**SCENARIO) == local.reset(**SCENARIO)
     assert env._link.session is not first and env._link.session.alive
-    assert outcome_of(env, "hold_release", {"reason_code": "awaiting_fix"}) == \
-        outcome_of(local, "hold_release", {"reason_code": "awaiting_fix"})
+    assert outcome_of(env, "hold_release", {"reason_code": "awaiting_fix"}) == outcome_of(
+        local, "hold_release", {"reason_code": "awaiting_fix"}
+    )
 
 
 def test_the_next_reset_reconnects_after_a_server_restart():
@@ -451,8 +487,10 @@ def test_the_server_names_a_reaped_session_by_code_in_its_error_frame(servers):
         async with open_socket(servers["reaper"]) as ws:
             await send(ws, {"type": "reset", "data": SCENARIO})
             await wait_for_free_slots(servers["reaper"], 2, timeout=20)  # reaped; the socket stays open
-            return await send(ws, {"type": "step", "data": {"tool_name": "hold_release",
-                                                            "arguments": {"reason_code": "awaiting_fix"}}})
+            return await send(
+                ws,
+                {"type": "step", "data": {"tool_name": "hold_release", "arguments": {"reason_code": "awaiting_fix"}}},
+            )
 
     reply = asyncio.run(main())
     assert reply["type"] == "error" and reply["data"]["code"] == "EXECUTION_ERROR"  # OpenEnv's code for any raise
@@ -512,8 +550,14 @@ def execution_error(message: str) -> dict:
 
 
 def test_the_client_matches_the_code_never_the_wording():
-    with scripted_server([board_frame("board"), execution_error(WORDING_ONLY),
-                          execution_error(coded_message(SESSION_CLOSED, "freed")), board_frame("again")]) as url:
+    with scripted_server(
+        [
+            board_frame("board"),
+            execution_error(WORDING_ONLY),
+            execution_error(coded_message(SESSION_CLOSED, "freed")),
+            board_frame("again"),
+        ]
+    ) as url:
         env = make_remote_env_factory(url)()
         assert env.reset() == "board"
         with pytest.raises(RuntimeError, match="server refused hold_release") as refused:

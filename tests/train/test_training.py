@@ -171,7 +171,7 @@ def test_grpo_trains_in_process_with_the_environment_owning_the_reward(tiny_sft,
 
 
 def test_grpo_trains_remotely_with_the_server_scoring_unfinished_episodes(tiny_sft, tmp_path):
-    from client.remote_tool_env import RemoteReleaseOpsToolEnv, close_all
+    from client import RemoteReleaseOpsToolEnv, close_all
 
     seen = []
 
@@ -194,7 +194,7 @@ def test_grpo_trains_remotely_with_the_server_scoring_unfinished_episodes(tiny_s
 
 
 def test_an_unfinished_episode_is_scored_once_in_the_engine_the_same_in_process_and_remote(live_server):
-    from client.remote_tool_env import make_remote_env_factory
+    from client import make_remote_env_factory
 
     scenario = {"family": "qa_undercalls_p1_checkout_bug", "seed": 4, "difficulty": "easy"}
     local, remote = ReleaseOpsToolEnv(), make_remote_env_factory(live_server)()
