@@ -22,9 +22,18 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && pip install --no-cache-dir -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt
 
-# Project layer. `--no-deps`: the dependencies are already there; the
-# in-tree build leftovers are removed so the app dir only holds the sources.
-COPY --chown=user:user . .
+# Project layer: what the server runs, named file by file, so the image is the same whether the
+# context is a checkout (with .dockerignore) or a Space pushed by `openenv push` (whose default
+# excludes drop .dockerignore): no tests, research, docs or examples. tools/validation holds the
+# oracle script openenv.yaml names. `--no-deps`: the dependencies are already there; the in-tree
+# build leftovers are removed so the app dir only holds the sources.
+COPY --chown=user:user pyproject.toml README.md openenv.yaml __init__.py client.py ./
+COPY --chown=user:user releaseops_arena ./releaseops_arena
+COPY --chown=user:user server ./server
+COPY --chown=user:user client ./client
+COPY --chown=user:user training ./training
+COPY --chown=user:user tools/__init__.py ./tools/
+COPY --chown=user:user tools/validation ./tools/validation
 RUN pip install --no-cache-dir --no-deps . \
  && rm -rf build ./*.egg-info
 

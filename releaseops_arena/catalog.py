@@ -15,7 +15,7 @@ from typing import NamedTuple
 # The benchmark's version: the world's mechanics and clue tables. Stamped on every task spec,
 # dataset row, collected episode, evaluation result, calibration report and the web board, so
 # results from different versions are never mixed. v3: more sites than the review budget covers,
-# and worker history that ranks them (README, "The world").
+# and worker history that ranks them (docs/environment.md).
 BENCHMARK_VERSION = "v3"
 
 WORKERS: tuple[str, ...] = ("ci_fixer", "qa_triage", "release_manager", "sre")

@@ -112,7 +112,7 @@ STEP_REWARD_MAX = round(outcome_delta("safe_ship") + DISCOVERY * min(MAX_REVIEW_
 
 
 def table() -> dict[str, float]:
-    """The reward table as data (README, /metadata)."""
+    """The reward table as data (docs/environment.md, /metadata)."""
     return {
         "safe_ship": SAFE_SHIP,
         "unsafe_ship": UNSAFE_SHIP,

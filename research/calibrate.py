@@ -186,7 +186,7 @@ def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple
     return out
 
 
-def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path) -> dict:
+def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path, assets: Path = ASSETS) -> dict:
     report: dict = {
         "n": n,
         "benchmark_version": BENCHMARK_VERSION,
@@ -247,10 +247,11 @@ def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path) -> dict
     main_slice = report["slices"]["heldout_seeds/medium"]
     plot(
         [main_slice[p] for p in ("fixed_order", "rule", "planner", "attention_oracle", "oracle")],
-        ASSETS / "metrics.png",
+        assets / "metrics.png",
         f"Held-out seeds, medium ({n} episodes each)",
     )
-    (ASSETS / "results.json").write_text(json.dumps(board_results(report), indent=1) + "\n")
+    assets.mkdir(parents=True, exist_ok=True)
+    (assets / "results.json").write_text(json.dumps(board_results(report), indent=1) + "\n")
     docs_dir.mkdir(parents=True, exist_ok=True)
     (docs_dir / "calibration.md").write_text(render(report, n))
     return report
@@ -366,10 +367,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", type=int, default=500, help="scenarios per policy and slice")
     parser.add_argument("--fit-n", type=int, default=300, help="train scenarios per blind-script evaluation")
     parser.add_argument("--workers", type=int, default=max(1, mp.cpu_count() or 1))
-    parser.add_argument("--out", type=Path, default=Path("results"))
-    parser.add_argument("--docs", type=Path, default=Path("docs"))
+    parser.add_argument("--out", type=Path, default=Path("research/results"), help="where calibration.json goes")
+    parser.add_argument("--docs", type=Path, default=Path("docs"), help="where calibration.md goes")
+    parser.add_argument(
+        "--assets", type=Path, default=ASSETS, help="where the web board's chart and numbers go (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
-    report = run(args.n, args.workers, args.fit_n, args.out, args.docs)
+    report = run(args.n, args.workers, args.fit_n, args.out, args.docs, args.assets)
     for slice_name, rows in report["targets"].items():
         for t in rows:
             print(f"[{'x' if t['met'] else ' '}] {slice_name}: {t['target']}: {t['measured']}")

@@ -33,7 +33,7 @@ TASK_KEYS = ("split", "index", "token")
 RESET_KEYS = frozenset(SCENARIO_KEYS + TASK_KEYS)
 # The operator's evaluation secret (unset: the public draw). It salts the worlds
 # of the evaluation splits' tasks, so that nobody holding this source can rebuild
-# a task from its first board (README, "Tasks and the evaluation secret").
+# a task from its first board (docs/evaluation.md, "The evaluation secret").
 TASKS = ReleaseTasks(secret=os.environ.get(SECRET_ENV, ""))
 
 

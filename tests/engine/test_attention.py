@@ -1,6 +1,6 @@
 """Benchmark v3: where to look decides the outcome, and reading behaviour tells where to look.
 
-One test per principle of the v3 design (README, "The world"): more sites than the budget covers,
+One test per principle of the v3 design (docs/environment.md): more sites than the budget covers,
 cues that rank (a track record moves the posterior as published, and the planner's claim reader
 reads every wording in every voice), cues that generalise to a held-out mechanism, information that
 stays bounded, and an attention oracle that reads the truth only to choose what to inspect.

@@ -1,5 +1,5 @@
 """The benchmark tool: `python -m tools.bench.run_all` measures, keeps the results in tools/bench/last_run/, and writes
-docs/benchmarks.md and the README's performance table.
+docs/benchmarks.md and the performance block of docs/deployment.md.
 
 One job per module:
 
@@ -9,5 +9,5 @@ One job per module:
   `echo_app` is the baseline;
 * shared: `common` (workload, statistics, pinning, machine), `profiles` (cProfile rows and categories);
 * output: `goals` (every threshold, once), `report` and `report_server` (the Markdown), `notes`,
-  `readme` (the README block), `markdown` (formats and tables).
+  `readme` (the performance block of docs/deployment.md), `markdown` (formats and tables).
 """

@@ -1,4 +1,4 @@
-"""The performance goals, written once: docs/benchmarks.md, the README's performance table,
+"""The performance goals, written once: docs/benchmarks.md, the performance block of docs/deployment.md,
 the notes and the token counts all read their thresholds from `GOALS`.
 
 A goal reads its measured value from one run's results, a dict with the parts'

@@ -1,4 +1,4 @@
-"""Number formats and Markdown tables for the benchmark report and the README block."""
+"""Number formats and Markdown tables for the benchmark report and the performance block."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def header(meta: dict) -> str:
         "back, alternating order) and are medians over repeats. The machine is shared and noisy (load average at "
         f"start {meta['load_start']}, at end {meta['load_end']}): trust ratios and CPU-per-step figures more than "
         "absolute rates. The raw results are in `tools/bench/last_run/`; `python -m tools.bench.run_all --render-only` "
-        "rewrites this file (and the README's performance table) from them, with the goals of "
+        "rewrites this file (and the performance block of docs/deployment.md) from them, with the goals of "
         "`tools/bench/goals.py`.\n\n"
         f"## Machine and commands\n\n{machine}\n\n```bash\n{commands}\n```"
     )
