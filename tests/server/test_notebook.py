@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -22,12 +23,13 @@ def code_cells(nb) -> list:
 
 
 def seed_a(nb) -> dict:
+    """The notebook's SEED_A assignment, evaluated on its own (it may span lines)."""
     for cell in code_cells(nb):
-        match = re.search(r"^SEED_A = dict\(.*\)$", cell.source, re.M)
-        if match:
-            namespace: dict = {}
-            exec(match.group(0), namespace)
-            return namespace["SEED_A"]
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SEED_A"]:
+                namespace: dict = {}
+                exec(ast.get_source_segment(cell.source, node), namespace)
+                return namespace["SEED_A"]
     raise AssertionError("no SEED_A in the notebook")
 
 
