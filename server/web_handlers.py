@@ -3,7 +3,12 @@
 `start`, `act` and `watch` return what the page should show as plain data
 (`PlayView`, `WatchView`); `server/web_ui.py` only maps those onto components.
 Every menu is built from the catalogue (`MENUS`, `ref_menu`), so the board
-offers exactly the values the tools accept.
+offers exactly the values the tools accept. After a call, refused or not, a menu
+keeps the visitor's pick (`Picks`); a pick that is no longer offered (resolved, or
+gone with its phase) becomes no pick, and the menu's label says why: another
+proposal is never picked silently. A button that cannot make a valid call is
+disabled, and its group says why (`availability`).
+Over 400 lines: the Play handlers with their menus, and the Watch and replay handlers.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.safety_rules import rules_for_risk
 
 from . import web_render as render
+from . import web_replay
 from .web_session import Session
 
 # The Watch tab's policies, in column order, with what each does (what it may see comes from the
@@ -24,13 +30,15 @@ from .web_session import Session
 WATCH_POLICIES: dict[str, tuple[str, str]] = {
     "naive": ("naive", "approves every proposal, the ship included"),
     "rule": ("rule", "a hand-made suspicion score over the visible cues"),
+    "inspect_everything": ("inspect everything", "spends the evidence it can on whatever is in sight, then decides"),
     "planner": ("reference planner", "weighs every visible cue with the generator's published odds"),
     "trained": ("trained policy", "a small network trained on the train split: planner clone + RL (greedy)"),
     "oracle": ("oracle", "reads the hidden world state: the upper bound, not a fair player"),
 }
-# Transcripts shown side by side at first: the three that see only the board and decide for themselves.
-# Five columns of call transcripts are too narrow to read; every policy's result is in the table above them.
-WATCH_SHOWN = ("rule", "planner", "trained")
+# Transcripts shown side by side at first (a preset may name its own: `web_content.PRESET_WATCH`): the
+# naive supervisor against two that look. Six columns are too narrow to read; the table above lists every result.
+# Naive first: the only one that fails Seed A.
+WATCH_SHOWN = ("naive", "planner", "trained")
 CUSTOM = "Custom (pick below)"
 
 # The menus of the closed tool arguments: (label, value) pairs, values straight from the catalogue.
@@ -52,10 +60,20 @@ NEEDS: dict[str, str] = {
 
 
 @dataclass
-class RefMenu:
+class Menu:
+    """One menu after an event: its choices, the value shown (None: nothing picked) and its label."""
+
     choices: list[tuple[str, str]]
     value: str | None
     label: str
+
+
+@dataclass
+class Picks:
+    """What the visitor had selected when the event fired: kept unless the choice disappeared."""
+
+    proposal: str | None = None
+    refs: dict[str, str | None] | None = None  # artifact kind -> ref
 
 
 @dataclass
@@ -65,18 +83,29 @@ class PlayView:
     session: Session | None
     meters: str
     board: str
-    error: str
+    notes: dict[str, str]  # group (resolve, evidence, hold) -> its message: why disabled, or the call refused
     ret: str = ""
     result: str = ""
     outcome: str = ""
     metrics: str = ""
     history: str = ""
     setup: str = ""
-    proposals: list[tuple[str, str]] | None = None
-    proposal: str | None = None
-    rule: str | None = None
-    refs: dict[str, RefMenu] | None = None  # artifact kind -> its menu
-    live: bool = False  # whether the call buttons are enabled
+    proposal: Menu | None = None
+    refs: dict[str, Menu] | None = None  # artifact kind -> its menu
+    enabled: dict[str, bool] | None = None  # button key -> enabled (see BUTTONS)
+    error: str = ""  # the refused or unsent call's message (also in its group's note)
+
+
+# The call buttons, by key: the key of an inspect button is its artifact kind.
+BUTTONS = ("approve", "block", *(k.kind for k in catalog.ARTIFACT_KINDS), "ask", "hold")
+GROUP_OF_TOOL = {
+    "approve_proposal": "resolve",
+    "block_proposal": "resolve",
+    "ask_worker": "evidence",
+    "hold_release": "hold",
+    **{k.tool: "evidence" for k in catalog.ARTIFACT_KINDS},
+}
+GROUPS = ("resolve", "evidence", "hold")
 
 
 @dataclass
@@ -85,41 +114,103 @@ class WatchView:
     steps: int | None  # the slider's range (and position); None keeps it
     story: str
     html: str
+    setup: str = ""  # a message beside the scenario fields (a bad seed, say)
+    shown: list[str] | None = None  # the transcripts to tick (a replay ticks its own column)
 
 
 # ------------------------------------------------------------- menus
 
 
-def proposal_choices(board: dict) -> tuple[list[tuple[str, str]], str | None]:
-    """Every proposal on the board, labelled, and the first pending one (the default pick)."""
-    choices, first_pending = [], None
-    for p in board["proposals"]:
-        status = p.get("status", "pending")
-        label = f"{p['id']} · {p['worker']} · {p['request']}" + ("" if status == "pending" else f" [{status}]")
-        choices.append((label, p["id"]))
-        if status == "pending" and first_pending is None:
-            first_pending = p["id"]
-    return choices, first_pending or (choices[0][1] if choices else None)
+def pending_ids(board: dict) -> list[str]:
+    return [p["id"] for p in board["proposals"] if p.get("status", "pending") == "pending"]
 
 
-def rule_for(board: dict | None, pid: str | None) -> str | None:
-    """The first rule a block of this proposal may cite (from its visible risk tags), as a default."""
+def proposal_menu(board: dict, picked: str | None, fresh: bool = False) -> Menu:
+    """The pending proposals. The visitor's pick stays; if it is no longer pending, nothing is picked and the
+    label says why (another proposal is never picked silently). A fresh board picks the first pending one."""
+    pending = pending_ids(board)
+    choices = [
+        (f"{p['id']} · {p['worker']} · {p['request']}", p["id"]) for p in board["proposals"] if p["id"] in pending
+    ]
+    if fresh:
+        return Menu(choices, pending[0] if pending else None, "Proposal")
+    if picked in pending:
+        return Menu(choices, picked, "Proposal")
+    if not pending:
+        return Menu(choices, None, "Proposal (none pending)")
+    if not picked:
+        return Menu(choices, None, "Proposal (choose one)")
+    status = next((p.get("status") for p in board["proposals"] if p["id"] == picked), None)
+    gone = f"{picked} is {status}" if status else f"{picked} left the board with its phase"
+    return Menu(choices, None, f"Proposal ({gone}; choose another)")
+
+
+def rule_hint(board: dict | None, pid: str | None) -> str:
+    """The rules a block of this proposal may cite, from its visible risk tags (a hint, never a pick)."""
     if not board or not pid:
-        return None
+        return "Rule (for block)"
     for p in board["proposals"]:
         if p["id"] == pid:
             rules = rules_for_risk(p["risk"])
-            return rules[0] if rules else None
-    return None
+            return (
+                f"Rule (for block; {pid}'s tags allow {', '.join(rules)})"
+                if rules
+                else (f"Rule (for block; no rule applies to {pid}'s tags)")
+            )
+    return "Rule (for block)"
 
 
-def ref_menu(sess: Session, kind: catalog.ArtifactKind) -> RefMenu:
-    """Refs of one kind: those on the current board first, then ones seen in earlier phases (still valid)."""
+def ref_menu(sess: Session, kind: catalog.ArtifactKind, picked: str | None = None, fresh: bool = False) -> Menu:
+    """Refs of one kind: those on the current board first, then ones seen in earlier phases (still valid).
+    The visitor's pick stays while it is offered."""
     current = [r for p in sess.board()["proposals"] for r in p["refs"] if r.startswith(kind.prefix)]
     current = list(dict.fromkeys(current))
     older = [r for r in sess.view.refs if r.startswith(kind.prefix) and r not in current]
     choices = [(r, r) for r in current] + [(f"{r} (earlier phase)", r) for r in older]
-    return RefMenu(choices, (current or older or [None])[0], kind.label if choices else f"{kind.label} (none seen yet)")
+    values = [v for _, v in choices]
+    if not choices:
+        return Menu(choices, None, f"{kind.label} (none seen yet)")
+    if fresh or not picked:
+        return Menu(choices, values[0], kind.label)
+    if picked in values:
+        return Menu(choices, picked, kind.label)
+    return Menu(choices, None, f"{kind.label} ({picked} is no longer offered; choose another)")
+
+
+def availability(sess: Session | None) -> tuple[dict[str, bool], dict[str, str]]:
+    """Which buttons can make a valid call now, and, per group, why the others cannot."""
+    off = {key: False for key in BUTTONS}
+    if sess is None:
+        return off, {g: "" for g in GROUPS}
+    if sess.episode.done:
+        return off, {
+            g: "<div class='ro-why'>The episode is over: press Start episode to play again.</div>" for g in GROUPS
+        }
+    b = sess.board()
+    pending = bool(pending_ids(b))
+    enabled = {"approve": pending, "block": pending, "hold": True}
+    why = {g: "" for g in GROUPS}
+    if not pending:
+        why["resolve"] = "<div class='ro-why'>Nothing is pending: hold the release to move on.</div>"
+    evidence_reason = ""
+    if b["review_budget_remaining"] <= 0:
+        evidence_reason = "The review budget is spent: inspecting or asking now would be refused."
+    elif b["evidence_actions_remaining"] <= 0:
+        evidence_reason = "No evidence actions left this phase: approve, block or hold to move on."
+    seen = []
+    for kind in catalog.ARTIFACT_KINDS:
+        has = any(r.startswith(kind.prefix) for r in sess.view.refs) or any(
+            r.startswith(kind.prefix) for p in b["proposals"] for r in p["refs"]
+        )
+        enabled[kind.kind] = not evidence_reason and has
+        if not has:
+            seen.append(kind.label)
+    enabled["ask"] = not evidence_reason
+    if evidence_reason:
+        why["evidence"] = f"<div class='ro-why'>{evidence_reason}</div>"
+    elif seen:
+        why["evidence"] = f"<div class='ro-why'>Nothing to inspect yet: no {' or '.join(seen)} seen.</div>"
+    return enabled, why
 
 
 # ---------------------------------------------------------- handlers
@@ -133,30 +224,65 @@ def play_view(
     call: tuple[str, dict] | None = None,
     result: StepResult | None = None,
     setup: str = "",
+    picks: Picks | None = None,
+    group: str = "resolve",
 ) -> PlayView:
+    """The Play tab after an event. `picks` None: a fresh board (Start), whose menus take their first choice."""
+    enabled, notes = availability(sess)
+    shown_error = render.error_html(error, charged)
+    notes[group] = shown_error + notes[group]
     if sess is None:
         return PlayView(
-            None, render.meters_html(None), render.board_html(None), render.error_html(error, charged), setup=setup
+            None,
+            render.meters_html(None),
+            render.board_html(None),
+            notes,
+            setup=setup,
+            enabled=enabled,
+            error=shown_error,
         )
     board = sess.board()
-    choices, pick = proposal_choices(board)
+    fresh = picks is None
+    picks = picks or Picks()
+    refs = picks.refs or {}
     return PlayView(
         sess,
         render.meters_html(sess),
         render.board_html(sess),
-        render.error_html(error, charged),
+        notes,
         ret=render.return_html(sess),
         result=render.result_html(call[0], call[1], result) if call else "",
         outcome=render.outcome_html(sess),
         metrics=render.metrics_html(sess),
         history=render.history_html(sess),
         setup=setup,
-        proposals=choices,
-        proposal=pick,
-        rule=rule_for(board, pick),
-        refs={kind.kind: ref_menu(sess, kind) for kind in catalog.ARTIFACT_KINDS},
-        live=not sess.episode.done,
+        proposal=proposal_menu(board, picks.proposal, fresh),
+        refs={kind.kind: ref_menu(sess, kind, refs.get(kind.kind), fresh) for kind in catalog.ARTIFACT_KINDS},
+        enabled=enabled,
+        error=shown_error,
     )
+
+
+MAX_SEED = 2**31 - 1
+
+
+class SetupError(ValueError):
+    """A scenario field the visitor must fix: shown beside the fields, never as a traceback."""
+
+
+def check_seed(seed) -> int:
+    """The seed field as an int, or a SetupError saying what a seed must be."""
+    if seed is None or seed == "":
+        raise SetupError("enter a seed: a whole number from 0 to 2147483647")
+    try:
+        value = float(seed)
+    except (TypeError, ValueError):
+        raise SetupError(f"seed {seed!r} is not a number: enter a whole number from 0 to 2147483647") from None
+    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
+        raise SetupError(f"seed {seed} is not a whole number: enter a whole number from 0 to 2147483647")
+    if not 0 <= value <= MAX_SEED:
+        raise SetupError(f"seed {int(value)} is out of range: enter a whole number from 0 to 2147483647")
+    return int(value)
 
 
 def scenario_of(presets: dict, preset_name: str, family, seed, difficulty, mix) -> tuple[dict, dict | None]:
@@ -165,12 +291,18 @@ def scenario_of(presets: dict, preset_name: str, family, seed, difficulty, mix) 
     chosen = presets.get(preset_name)
     if chosen is not None:
         return dict(chosen["scenario"]), chosen
-    return {
-        "family": family,
-        "seed": int(seed if seed is not None else 0),
-        "difficulty": difficulty,
-        "archetype_mix": mix,
-    }, None
+    for name, value, valid in (
+        ("family", family, catalog.ALL_FAMILIES),
+        ("difficulty", difficulty, catalog.DIFFICULTIES),
+        ("archetype mix", mix, catalog.ALL_MIXES),
+    ):
+        if value not in valid:
+            raise SetupError(f"choose a {name} from the list (got {value!r})")
+    return {"family": family, "seed": check_seed(seed), "difficulty": difficulty, "archetype_mix": mix}, None
+
+
+def setup_error_html(message: str, elem_id: str = "setup-error") -> str:
+    return f"<div class='ro-error' role='alert' id='{elem_id}'>{render.escape(message)}</div>"
 
 
 def fill_preset(presets: dict, name: str) -> list | None:
@@ -189,29 +321,34 @@ def start(presets: dict, preset_name, family, seed, difficulty, mix) -> PlayView
         # chose stay in the setup row, out of the board area.
         title = preset_name if chosen else f"seed {scenario['seed']} · {scenario['difficulty']}"
         sess = Session.start(scenario, title, chosen["story"] if chosen else "")
-    except (ValueError, TypeError) as exc:  # the engine lists the valid values
-        return play_view(None, error=f"could not start: {exc}", charged=False)
+    except (ValueError, TypeError, OverflowError) as exc:  # the engine lists the valid values
+        return play_view(None, setup=setup_error_html(f"Could not start: {exc}"))
     return play_view(sess, setup=f"<span class='ro-muted'>Started <b>{render.escape(title)}</b>.</span>")
 
 
-def act(sess: Session | None, tool: str, args: dict) -> PlayView:
-    """One tool call from the buttons; nothing is sent while an argument is still unpicked."""
+def act(sess: Session | None, tool: str, args: dict, picks: Picks | None = None) -> PlayView:
+    """One tool call from the buttons, with exactly the arguments shown selected; nothing is sent while an
+    argument is unpicked. The menus keep the visitor's picks afterwards (`picks`), refused call or not."""
+    picks = picks or Picks()
+    group = GROUP_OF_TOOL.get(tool, "resolve")
     if sess is None:
-        return play_view(None, error="press Start episode first", charged=False)
+        return play_view(None, error="press Start episode first", charged=False, group=group)
     missing = next((NEEDS[name] for name, value in args.items() if not value), None)
     if missing:
-        return play_view(sess, error=f"choose {missing} first (nothing was sent to the engine)", charged=False)
+        return play_view(
+            sess,
+            error=f"choose {missing} first (nothing was sent to the engine)",
+            charged=False,
+            picks=picks,
+            group=group,
+        )
     try:
         result = sess.step(tool, args)
     except EpisodeOver as exc:
-        return play_view(sess, error=str(exc), charged=False)
+        return play_view(sess, error=str(exc), charged=False, picks=picks, group=group)
     except Exception as exc:  # never a stack trace in the page
-        return play_view(sess, error=f"internal error ({type(exc).__name__}): {exc}", charged=False)
-    return play_view(sess, error=result.error, call=(tool, args), result=result)
-
-
-def pick_rule(sess: Session | None, pid: str | None) -> str | None:
-    return rule_for(sess.board() if sess else None, pid)
+        return play_view(sess, error=f"internal error ({type(exc).__name__}): {exc}", charged=False, picks=picks)
+    return play_view(sess, error=result.error, call=(tool, args), result=result, picks=picks, group=group)
 
 
 def watch_run(name: str, scenario: dict) -> dict:
@@ -223,9 +360,21 @@ def watch_run(name: str, scenario: dict) -> dict:
 
 
 def episode_json(scenario: dict) -> dict:
-    """An episode's scenario as the board shows it in JSON, stamped with the benchmark version
-    (the same scenario plays differently under another version)."""
+    """The scenario as a reset's keywords, stamped with the benchmark version it was played under."""
     return {**scenario, "benchmark_version": catalog.BENCHMARK_VERSION}
+
+
+def shown_for(presets: dict, preset_name) -> list[str]:
+    """The transcripts a preset opens with (Seed B: inspect_everything against the planner), else the default."""
+    chosen = presets.get(preset_name) or {}
+    return list(chosen.get("watch") or WATCH_SHOWN)
+
+
+def watch_story(preset_name: str, chosen: dict | None, scenario: dict) -> str:
+    if chosen:
+        return f"<div class='ro-info'><b>{render.escape(preset_name)}.</b> {render.escape(chosen['story'])}</div>"
+    scenario_json = render.escape(json.dumps(episode_json(scenario)))
+    return f"<div class='ro-info'>Scenario <code>{scenario_json}</code></div>"
 
 
 def watch(presets: dict, preset_name, family, seed, difficulty, mix, shown=WATCH_SHOWN) -> WatchView:
@@ -233,13 +382,37 @@ def watch(presets: dict, preset_name, family, seed, difficulty, mix, shown=WATCH
     try:
         scenario, chosen = scenario_of(presets, preset_name, family, seed, difficulty, mix)
         runs = {name: watch_run(name, scenario) for name in WATCH_POLICIES}
-    except (ValueError, TypeError) as exc:
-        return WatchView(None, None, "", render.error_html(f"could not run: {exc}", charged=False))
+    except (ValueError, TypeError, OverflowError) as exc:
+        return WatchView(None, None, "", "", setup=setup_error_html(f"Could not run: {exc}"))
     longest = max(len(r["steps"]) for r in runs.values())
-    scenario_json = render.escape(json.dumps(episode_json(scenario)))
+    return WatchView(runs, longest, watch_story(preset_name, chosen, scenario), render.watch_html(runs, longest, shown))
+
+
+REPLAY = "replay"  # the Watch column of an episode from a trajectory file
+
+
+def replay(record: dict, shown=WATCH_SHOWN) -> tuple[WatchView, str]:
+    """One episode of a `training.collect` file beside every Watch policy on the same task, and a note on it."""
+    try:
+        mine = web_replay.replay_run(record)
+        runs = {REPLAY: mine, **{name: watch_run(name, mine["scenario"]) for name in WATCH_POLICIES}}
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        message = setup_error_html(f"Cannot replay this episode: {exc}", "replay-error")
+        return WatchView(None, None, "", "", shown=list(shown)), message
+    picked = [REPLAY, *[n for n in shown if n != REPLAY]][:3]
+    longest = max(len(r["steps"]) for r in runs.values())
+    task = record["task"]
+    where = f"task {task['split']} #{task['index']}, " if "split" in task and "index" in task else ""
     story = (
-        f"<div class='ro-info'><b>{render.escape(preset_name)}.</b> {render.escape(chosen['story'])}</div>"
-        if chosen
-        else f"<div class='ro-info'>Scenario <code>{scenario_json}</code></div>"
+        f"<div class='ro-info' id='replay-story'><b>{render.escape(mine['label'])}</b> on {render.escape(where)}"
+        f"scenario <code>{render.escape(json.dumps(episode_json(mine['scenario'])))}</code>: "
+        f"{render.escape(mine['metrics']['outcome'])}, return {render.signed(mine['return'])}. "
+        "The baselines below play the same task.</div>"
     )
-    return WatchView(runs, longest, story, render.watch_html(runs, longest, shown))
+    note = (
+        "<div class='ro-info' id='replay-ok'>Replayed through the engine: every answer matches the file.</div>"
+        if mine["matches"]
+        else "<div class='ro-error' id='replay-mismatch'>Replayed through the engine, but its answers differ "
+        "from the file's (another engine version or a different task draw): the column shows the engine's.</div>"
+    )
+    return WatchView(runs, longest, story, render.watch_html(runs, longest, picked), shown=picked), note

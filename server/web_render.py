@@ -30,6 +30,11 @@ def escape(value: Any) -> str:
     return html.escape(str(value))
 
 
+def wordy(value: Any) -> str:
+    """An identifier for reading: escaped, with a line-break chance after each underscore (never mid-word)."""
+    return escape(value).replace("_", "_<wbr>").replace("/", "/<wbr>")
+
+
 def signed(x: float) -> str:
     return f"{x:+.2f}"
 
@@ -83,7 +88,7 @@ def meters_html(sess: Session | None) -> str:
         f"<div class='ro-phases' data-phase='{escape(b['phase'])}'>{' → '.join(phases)}"
         f"<span class='ro-muted' style='border:none'>{escape(sess.title)}</span></div>"
         "<div class='ro-meters'>"
-        + _meter("meter-clock", "clock", "hours_to_deadline", f"{hours} h", _bar(hours, sess.hours0))
+        + _meter("meter-clock", "clock", "hours left", f"{hours} h", _bar(hours, sess.hours0))
         + _meter("meter-budget", "review budget", "global", f"{budget} / {sess.budget0}", _bar(budget, sess.budget0))
         + _meter(
             "meter-evidence",
@@ -110,10 +115,10 @@ def card_html(p: dict) -> str:
     risk = "".join(f"<span class='ro-chip risk'>{escape(t)}</span>" for t in p["risk"])
     return (
         f"<div class='ro-card {status}' data-proposal='{escape(p['id'])}' data-status='{status}'>"
-        f"<div class='top'><span class='pid'>{escape(p['id'])}</span><span class='worker'>{escape(p['worker'])}</span>"
+        f"<div class='top'><span class='pid'>{escape(p['id'])}</span><span class='worker'>{wordy(p['worker'])}</span>"
         f"<span class='ro-status {status}'>{status}</span></div>"
         f"<div class='claim'>“{escape(p['claim'])}”</div>"
-        f"<div class='req'>request: <b>{escape(p['request'])}</b></div>"
+        f"<div class='req'>request: <b>{wordy(p['request'])}</b></div>"
         f"<div class='row'>refs: {refs}</div>"
         f"<div class='row'>risk: {risk}<span class='ro-chip conf'>confidence: {escape(p['confidence'])}</span></div>"
         "</div>"
@@ -128,7 +133,7 @@ def board_html(sess: Session | None) -> str:
     b = sess.board()
     cards = "".join(card_html(p) for p in b["proposals"]) or "<div class='ro-muted'>No proposals on the board.</div>"
     stats = "".join(
-        f"<tr><td><code>{escape(s['worker'])}</code></td><td>{escape(s['hint'])}</td>"
+        f"<tr><td><code>{wordy(s['worker'])}</code></td><td>{wordy(s['hint'])}</td>"
         f"<td>{s['recent']['correct']}</td><td>{s['recent']['incorrect']}</td></tr>"
         for s in b["worker_stats"]
     )
@@ -138,7 +143,7 @@ def board_html(sess: Session | None) -> str:
         f"release <code>{escape(b['release']['service'])}</code> {escape(b['release']['stage'])}</div>"
         f"<div class='ro-cards'>{cards}</div>"
         "<div class='ro-h'>Worker stats</div>"
-        "<table class='ro-table'><tr><th>worker</th><th>hint</th><th>recent correct</th><th>recent incorrect</th></tr>"
+        "<table class='ro-table'><tr><th>worker</th><th>hint</th><th>recent ok</th><th>recent wrong</th></tr>"
         f"{stats}</table>"
         f"<div class='ro-muted' style='font-size:12px;margin-top:6px'>Rules: {rules}</div>"
     )
@@ -158,7 +163,7 @@ def result_html(tool: str, args: dict, result: StepResult | None) -> str:
     try:
         data = json.loads(result.text)
     except ValueError:
-        return f"<div class='ro-result'>{head}<pre>{escape(result.text)}</pre></div>"
+        return f"<div class='ro-result'>{head}<pre>{escape(result.text)}</pre></div>"  # not JSON: shown as is
     nxt = data.pop("next", None)
     note = ""
     if data.get("phase_end") and nxt:
@@ -167,7 +172,9 @@ def result_html(tool: str, args: dict, result: StepResult | None) -> str:
             f"{nxt['hours_to_deadline']} h to deadline, {len(nxt['proposals'])} proposal(s) on the board.</div>"
         )
     body = json.dumps(data, indent=1, ensure_ascii=False)
-    return f"<div class='ro-result'>{head}<pre>{escape(body)}</pre>{note}</div>"
+    said = f"<div class='ro-say' id='result-sentence'>{wordy(sentence(tool, args, result.text))}</div>"
+    raw = f"<details class='ro-raw' id='result-raw'><summary>raw JSON</summary><pre>{escape(body)}</pre></details>"
+    return f"<div class='ro-result'>{head}{said}{raw}{note}</div>"
 
 
 def return_html(sess: Session | None) -> str:
@@ -183,8 +190,8 @@ def return_html(sess: Session | None) -> str:
 def error_html(message: str | None, charged: bool = True) -> str:
     if not message:
         return ""
-    cost = f" ({signed(rewards.INVALID_ACTION)}, rule V1)" if charged else ""
-    return f"<div class='ro-error' role='alert'><b>Invalid call{cost}:</b> <code>{escape(message)}</code></div>"
+    head = f"Invalid call ({signed(rewards.INVALID_ACTION)}, rule V1)" if charged else "Not sent"
+    return f"<div class='ro-error' role='alert'><b>{head}:</b> <code>{wordy(message)}</code></div>"
 
 
 def outcome_html(sess: Session | None) -> str:
@@ -208,7 +215,7 @@ def metrics_html(sess: Session | None) -> str:
     if sess is None or not sess.episode.done:
         return ""
     cells = "".join(
-        f"<div><span>{escape(k)}</span><b>{escape(', '.join(v) or '—' if isinstance(v, list) else v)}</b></div>"
+        f"<div><span>{wordy(k)}</span><b>{wordy(', '.join(v) or '—' if isinstance(v, list) else v)}</b></div>"
         for k, v in sess.episode.metrics().items()
     )
     return f"<div class='ro-h'>Metrics (Episode.metrics())</div><div class='ro-metrics'>{cells}</div>"
@@ -242,13 +249,13 @@ def history_html(sess: Session | None) -> str:
         "ships</code></td></tr>"
     ]
     for a in sess.episode.audit:
-        outcome = a["error"] or brief(a["result"], limit=260)
+        outcome = a["error"] or sentence(a["tool"], a["arguments"], a["result"])
         style = " style='color:#b42318'" if a["error"] else ""
         rows.append(
             f"<tr><td>{a['step']}</td><td><code>{escape(a['phase'])}</code></td>"
-            f"<td><code>{escape(call_text(a['tool'], a['arguments']))}</code></td>"
+            f"<td><code>{wordy(call_text(a['tool'], a['arguments']))}</code></td>"
             f"<td>{a['budget_cost']}</td><td>{signed(a['reward'])}</td>"
-            f"<td{style}><code>{escape(outcome)}</code></td></tr>"
+            f"<td{style}><code>{wordy(outcome)}</code></td></tr>"
         )
     return (
         "<table class='ro-table'><tr><th>#</th><th>phase</th><th>call</th><th>budget</th><th>reward</th>"
@@ -267,16 +274,16 @@ def watch_scores_html(runs: dict) -> str:
         m = run["metrics"]
         twin = next((other["label"] for other in list(runs.values())[:k] if _calls(other) == _calls(run)), None)
         rows.append(
-            f"<tr id='score-{escape(name)}'><td><b>{escape(run['label'])}</b><div class='ro-muted'>"
+            f"<tr id='score-{escape(name)}'><td><b>{wordy(run['label'])}</b><div class='ro-muted'>"
             f"{escape(run['role'])}</div></td><td>{escape(run['sees'])}</td>"
-            f"<td><span class='ro-badge {escape(m['outcome'])}'>{escape(m['outcome'])}</span></td>"
+            f"<td><span class='ro-badge {escape(m['outcome'])}'>{wordy(m['outcome'])}</span></td>"
             f"<td class='{_tone(run['return'])}'>{signed(run['return'])}</td>"
             f"<td>{m['budget_used']} / {m['budget_total']}</td><td>{m['false_blocks']}</td>"
             f"<td>{len(run['steps'])}</td><td>{escape(f'same calls as {twin}') if twin else ''}</td></tr>"
         )
     return (
         "<table class='ro-table' id='watch-scores'><tr><th>policy</th><th>sees</th><th>outcome</th>"
-        "<th>return</th><th>budget used</th><th>false blocks</th><th>calls</th><th></th></tr>"
+        "<th>return</th><th>budget</th><th>false blocks</th><th>calls</th><th></th></tr>"
         f"{''.join(rows)}</table>"
     )
 
@@ -292,15 +299,15 @@ def watch_html(runs: dict, upto: int, shown=None) -> str:
         items = []
         for i, s in enumerate(run["steps"], 1):
             cls = "cur" if i == upto else "later" if i > upto else ""
-            text = brief(s.get("result")) if "result" in s else s.get("error") or ""
-            err = "err" if "error" in s else ""
+            err = " err" if "error" in s else ""
+            said = sentence(s["tool"], s["arguments"], s.get("result"), s.get("error"))
             items.append(
-                f"<li class='{cls}'><code>{i}. {escape(call_text(s['tool'], s['arguments']))}</code>"
-                f"<div class='{err}'>{escape(text)}</div></li>"
+                f"<li class='{cls}'><div class='say{err}'><b>{i}.</b> {wordy(said)}</div>"
+                f"{raw_details(s['tool'], s['arguments'], s.get('result') or s.get('error'))}</li>"
             )
         cols.append(
             f"<div class='col' id='watch-{escape(name)}' data-outcome='{escape(m['outcome'])}'>"
-            f"<h3>{escape(run['label'])}</h3><div class='ro-muted sees'>sees {escape(run['sees'])}</div>"
+            f"<h3>{wordy(run['label'])}</h3><div class='ro-muted sees'>sees {escape(run['sees'])}</div>"
             f"<span class='ro-badge {escape(m['outcome'])}'>{escape(m['outcome'])}</span>"
             f"<div class='ro-muted' style='font-size:12px'>return {signed(run['return'])} · budget used "
             f"{m['budget_used']} · {len(run['steps'])} calls</div><ol>{''.join(items)}</ol></div>"
@@ -311,3 +318,69 @@ def watch_html(runs: dict, upto: int, shown=None) -> str:
         else "<p class='ro-muted'>Tick a policy above to read its calls.</p>"
     )
     return f"{watch_scores_html(runs)}{grid}"
+
+
+# ------------------------------------------------------------ sentences
+
+_EVIDENCE_PHRASES = {
+    "tests_disabled": "disables",
+    "skipped_payment_tests": "skips payment tests",
+    "payment_assertions_weakened": "weakens payment assertions",
+    "snapshots_changed": "changes snapshots",
+}
+
+
+def _evidence_text(evidence: dict) -> str:
+    """The key evidence of an inspection in a few words: its summary, what it disables or skips, its status."""
+    parts = []
+    if evidence.get("summary"):
+        parts.append(str(evidence["summary"]))
+    for key, phrase in _EVIDENCE_PHRASES.items():
+        value = evidence.get(key)
+        if value:
+            parts.append(f"{phrase} {', '.join(map(str, value)) if isinstance(value, list) else value}")
+    for key, value in evidence.items():
+        if key in _EVIDENCE_PHRASES or key == "summary" or key == "files" or value in (None, [], ""):
+            continue
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+        parts.append(f"{key.replace('_', ' ')} {shown}")
+    return "; ".join(parts[:5]) or "nothing notable"
+
+
+def sentence(tool: str, args: dict, result_text: str | None = None, error: str | None = None) -> str:
+    """One call as a plain sentence (text, not markup) with its key evidence."""
+    if error:
+        return f"tried {call_text(tool, args)}: refused ({error})"
+    try:
+        data = json.loads(result_text or "")
+    except ValueError:
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    if tool == "approve_proposal":
+        text = f"approved {args.get('proposal_id')}"
+    elif tool == "block_proposal":
+        text = f"blocked {args.get('proposal_id')} citing {args.get('rule_id')}"
+    elif tool == "hold_release":
+        text = f"held the release ({args.get('reason_code', '').replace('_', ' ')})"
+    elif tool == "ask_worker":
+        answer = data.get("answer") or ", ".join(f"{k} {v}" for k, v in data.items() if k not in ("tool", "worker"))
+        text = f"asked {args.get('worker_id')} about {args.get('question_type', '').replace('_', ' ')}: “{answer}”"
+    elif "evidence" in data:
+        ref = next(iter(args.values()), "?")
+        text = f"inspected {ref}: {_evidence_text(data['evidence'])}"
+    else:
+        text = call_text(tool, args)
+    nxt = data.get("next")
+    if nxt:
+        text += f" → phase ends; next {nxt['phase']}, {nxt['hours_to_deadline']} h left"
+    elif data.get("outcome") or data.get("done"):
+        text += f" → {data.get('outcome', 'episode over')}"
+    return text
+
+
+def raw_details(tool: str, args: dict, raw: str | None) -> str:
+    """The call and the engine's raw answer, one click away."""
+    return (
+        f"<details class='ro-raw'><summary>raw JSON</summary><pre>{escape(call_text(tool, args))}\n"
+        f"{escape(raw or '')}</pre></details>"
+    )

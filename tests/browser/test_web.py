@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from releaseops_arena.episode import Episode
 from releaseops_arena.policies import RandomPolicy, play
 from releaseops_arena.policies.base import evidence_violation
 from releaseops_arena.safety_rules import rules_for_risk
+from server.web_handlers import GROUPS
 from tests.live_server import REPO_ROOT, http_get, run_live_server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -43,6 +45,7 @@ SEED_B = json.loads((REPO_ROOT / "server" / "assets" / "seed_b_budget_restraint.
 SEED_A_BOARD = Episode(**SEED_A["scenario"]).board()["proposals"]
 SEED_A_CI = next(p for p in SEED_A_BOARD if p["worker"] == "ci_fixer" and p["request"] == "merge_pr")
 SEED_A_NO_RULE = next(p["id"] for p in SEED_A_BOARD if not rules_for_risk(p["risk"]))  # e.g. docs work
+SEED_A_EVIDENCE = Episode(**SEED_A["scenario"]).board()["evidence_actions_remaining"]
 TIMEOUT_MS = 20_000
 FORBIDDEN = re.compile(
     "|".join(
@@ -70,8 +73,13 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def web_url():
-    with run_live_server(env={"ENABLE_WEB_INTERFACE": "true"}) as base_url:
+def server_log(tmp_path_factory):
+    return tmp_path_factory.mktemp("web-server") / "server.log"
+
+
+@pytest.fixture(scope="module")
+def web_url(server_log):
+    with run_live_server(env={"ENABLE_WEB_INTERFACE": "true"}, log_path=server_log) as base_url:
         yield base_url + "/web/"
 
 
@@ -91,14 +99,14 @@ def playwright():
 class Visitor:
     """One browser profile (a persistent context in a fresh user dir) with one page on /web."""
 
-    def __init__(self, playwright, url: str):
+    def __init__(self, playwright, url: str, width: int = 1400):
         self.user_dir = tempfile.mkdtemp(prefix="releaseops-web-")
         self.context = playwright.chromium.launch_persistent_context(
             self.user_dir,
             executable_path=CHROMIUM,
             headless=True,
             args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000},
+            viewport={"width": width, "height": 1000},
         )
         self.context.set_default_timeout(TIMEOUT_MS)
         self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
@@ -175,6 +183,24 @@ class Visitor:
     def text(self, elem_id: str) -> str:
         return self.page.locator(f"#{elem_id}").inner_text()
 
+    def errors(self) -> str:
+        """The engine's messages about the last call, in the message lines under the call buttons."""
+        return " ".join(t for g in GROUPS for t in self.page.locator(f"#{g}-msg .ro-error").all_inner_texts()).strip()
+
+    def shown(self, elem_id: str) -> str:
+        """What a dropdown shows selected (its input's value)."""
+        return self.page.locator(f"#{elem_id} input").input_value()
+
+    def wait_calls(self, n: int) -> None:
+        self.page.wait_for_function(
+            "n => { const m = document.querySelector('#meter-return');"
+            r" return m && new RegExp('\\b' + n + ' calls?\\b').test(m.innerText); }",
+            arg=n,
+        )
+
+    def width(self) -> int:
+        return self.page.evaluate("() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+
     def shot(self, name: str) -> Path:
         SHOTS.mkdir(parents=True, exist_ok=True)
         path = SHOTS / f"{name}.png"
@@ -187,6 +213,10 @@ def visitor(playwright, web_url):
     v = Visitor(playwright, web_url)
     yield v
     v.close()
+
+
+def web_url_of(page) -> str:
+    return page.url.split("?")[0].split("#")[0].rstrip("/") + "/"
 
 
 def _return_value(text: str) -> float:
@@ -202,8 +232,17 @@ def test_web_serves_the_release_board_alone(web_url, visitor):
     page = visitor.page
     # OpenEnv's generic Playground (one environment shared by every visitor) is off, and the page says so.
     assert [t.strip() for t in page.locator("button[role=tab]").all_inner_texts()] == ["Play", "Watch", "Results"]
+    # The story first: what a supervisor is, both seeds, the headline numbers; operator notes collapsed.
+    assert page.title() == "ReleaseOps Arena · Release board"
+    for elem in ("what-supervisor", "story-seed-a", "story-seed-b", "headline-chart", "headline-plot"):
+        assert page.locator(f"#{elem}").is_visible(), elem
+    chart = page.locator("#headline-chart").inner_text()
+    assert "naive" in chart and "planner" in chart and "oracle" in chart
+    assert not page.locator("#sessions-note").is_visible()  # in the collapsed "About this server"
+    page.click("#about-acc .label-wrap")
     note = page.locator("#sessions-note").inner_text()
     assert "WebSocket training slots" in note and "Playground tab is turned off" in note and "shared" in note
+    assert "MAX_CONCURRENT_ENVS" not in page.locator("#intro").inner_text()
     for elem in ("preset-dd", "family-dd", "difficulty-dd", "mix-dd", "seed-num", "board", "start-btn"):
         assert page.locator(f"#{elem}").is_visible(), elem
     assert page.locator("#approve-btn").is_disabled()  # nothing to act on before Start
@@ -233,7 +272,7 @@ def test_play_seed_a_to_safe_ship_by_clicking(visitor):
     returns = []
     for i, step in enumerate(oracle["steps"]):
         visitor.call(step["call"]["tool"], step["call"]["arguments"])
-        assert visitor.text("error-box").strip() == "", visitor.text("error-box")
+        assert visitor.errors() == "", visitor.errors()
         result = visitor.text("result-box")
         assert step["call"]["tool"] in result
         returns.append(_return_value(visitor.text("return-box")))
@@ -266,17 +305,20 @@ def test_invalid_calls_show_the_engine_message(visitor):
     # A proposal no safety rule applies to (benign docs work, say): a block of it is refused (V1).
     pid = SEED_A_NO_RULE
     visitor.call("block_proposal", {"proposal_id": pid, "rule_id": "S3"})
-    error = visitor.text("error-box")
+    error = visitor.text("resolve-msg")
     assert f"no safety rule applies to {pid}" in error, error
     # The return starts at the reset's reward (a missed deadline until the release ships).
     assert _return_value(visitor.text("return-box")) == pytest.approx(rewards.OPENING_REWARD - 0.25)
     visitor.shot("05_invalid_block")
     visitor.call("approve_proposal", {"proposal_id": pid})
-    assert visitor.text("error-box").strip() == ""
-    visitor.call("approve_proposal", {"proposal_id": pid})  # already approved
-    error = visitor.text("error-box")
-    assert f"{pid} is already approved" in error, error
-    assert _return_value(visitor.text("return-box")) == pytest.approx(rewards.OPENING_REWARD - 0.5)
+    assert visitor.errors() == ""
+    # An approved proposal leaves the menu: nothing is picked, and the menu says why.
+    assert visitor.shown("proposal-dd") == ""
+    assert f"{pid} is approved" in visitor.page.locator("#proposal-dd").inner_text()
+    visitor.page.click("#approve-btn")  # nothing picked: nothing is sent, nothing is charged
+    visitor.page.wait_for_selector("#resolve-msg .ro-error")
+    assert "Not sent: choose a proposal first" in visitor.text("resolve-msg") and visitor.calls() == 2
+    assert _return_value(visitor.text("return-box")) == pytest.approx(rewards.OPENING_REWARD - 0.25)
     assert "Traceback" not in visitor.page.content()
     visitor.shot("06_invalid_already_approved")
 
@@ -307,7 +349,7 @@ def test_two_visitors_have_independent_episodes(playwright, web_url):
         b.close()
 
 
-def test_watch_replays_five_policies(visitor):
+def test_watch_replays_the_policies(visitor):
     from releaseops_arena.policies import POLICIES
     from server.web_handlers import WATCH_POLICIES, WATCH_SHOWN
 
@@ -349,9 +391,178 @@ def test_watch_replays_five_policies(visitor):
     assert page.locator("#watch-trained li.later").count() == len(expected["trained"]["steps"]) - 2
     visitor.shot("09_watch")
     page.click("button[role=tab]:has-text('Results')")
-    page.wait_for_selector("#results-plot img")
-    assert "heldout_seeds/medium" in visitor.text("results-table")
+    page.wait_for_selector("#results-slices .ro-slice")
+    results = visitor.text("results-table")
+    assert "heldout_seeds/medium" in results and "calibration report" in results
+    slices = json.loads((REPO_ROOT / "server" / "assets" / "results.json").read_text())["slices"]
+    assert page.locator("#results-slices .ro-slice").count() == len(slices)
+    for section in page.locator("#results-slices .ro-slice").all():  # one chart and one table per slice
+        assert section.locator(".ro-bars").count() == 1 and section.locator("table").count() == 1
     visitor.shot("10_results")
+
+
+def test_seed_a_blocks_the_proposal_shown_selected(visitor):
+    """The issue's steps: pick the CI fixer's proposal and S2, inspect its diff, press Block. The call sent
+    blocks that proposal under S2 (the menus are not reset to the first pending proposal and S1)."""
+    pid, pr = SEED_A_CI["id"], next(r for r in SEED_A_CI["refs"] if r.startswith("pr_"))
+    visitor.start(SEED_A["title"])
+    visitor.pick("proposal-dd", pid)
+    visitor.pick("rule-dd", "S2")
+    visitor.call("inspect_pr_diff", {"pr_id": pr})
+    assert visitor.shown("proposal-dd").startswith(pid + " ") and visitor.shown("rule-dd").startswith("S2 ")
+    assert "disables" in visitor.text("result-sentence") or "skip" in visitor.text("result-sentence")
+    before = visitor.calls()
+    visitor.page.click("#block-btn")
+    visitor.wait_calls(before + 1)
+    assert f"block_proposal(proposal_id='{pid}', rule_id='S2')" in visitor.text("result-box")
+    assert visitor.page.locator(f"#board [data-proposal={pid}]").get_attribute("data-status") == "blocked"
+    assert visitor.errors() == ""
+    # The blocked proposal left the menu: nothing is picked (another is never picked silently), and it says so.
+    assert visitor.shown("proposal-dd") == ""
+    assert f"{pid} is blocked" in visitor.page.locator("#proposal-dd").inner_text()
+    assert visitor.shown("rule-dd").startswith("S2 ")
+    visitor.shot("11_seed_a_blocked_as_shown")
+
+
+def test_a_refused_call_keeps_the_selection_for_the_next_click(visitor):
+    pid = SEED_A_NO_RULE
+    visitor.start(SEED_A["title"])
+    other = next(p["id"] for p in SEED_A_BOARD if p["id"] != pid)
+    visitor.pick("proposal-dd", other)
+    visitor.pick("proposal-dd", pid)
+    visitor.call("block_proposal", {"proposal_id": pid, "rule_id": "S3"})  # refused: no rule applies
+    assert f"no safety rule applies to {pid}" in visitor.text("resolve-msg")
+    assert visitor.shown("proposal-dd").startswith(pid + " ") and visitor.shown("rule-dd").startswith("S3 ")
+    before = visitor.calls()
+    visitor.page.click("#approve-btn")  # the second click acts on what is still shown: pid
+    visitor.wait_calls(before + 1)
+    assert f"approve_proposal(proposal_id='{pid}')" in visitor.text("result-box")
+    assert visitor.page.locator(f"#board [data-proposal={pid}]").get_attribute("data-status") == "approved"
+    assert visitor.errors() == ""
+
+
+def test_impossible_actions_are_disabled_and_say_why(visitor):
+    visitor.start(SEED_A["title"])
+    refs = [r for p in SEED_A_BOARD for r in p["refs"] if r.startswith("ticket_")]
+    for _ in range(SEED_A_EVIDENCE):
+        visitor.call("inspect_ticket", {"ticket_id": refs[0]})
+    page = visitor.page
+    page.wait_for_selector("#inspect-pr-btn[disabled]")
+    for button in ("inspect-pr-btn", "inspect-run-btn", "inspect-ticket-btn", "ask-btn"):
+        assert page.locator(f"#{button}").is_disabled(), button
+    assert "No evidence actions left this phase" in visitor.text("evidence-msg")
+    assert not page.locator("#approve-btn").is_disabled() and not page.locator("#hold-btn").is_disabled()
+    assert visitor.errors() == ""
+    visitor.shot("12_evidence_spent")
+
+
+def test_a_bad_seed_gets_one_message_beside_the_field(visitor, server_log):
+    page = visitor.page
+    page.fill("#seed-num input", "-5")
+    page.press("#seed-num input", "Tab")
+    page.wait_for_function("() => document.querySelector('#preset-dd input').value.startsWith('Custom')")
+    page.click("#start-btn")
+    page.wait_for_selector("#setup-msg .ro-error")
+    assert "seed -5 is out of range" in visitor.text("setup-msg")
+    assert page.locator(".ro-error").count() == 1  # one message, beside the field
+    assert page.locator(".toast-body, .toast-wrap .error").count() == 0
+    assert (
+        page.evaluate("() => [...document.querySelectorAll('span')].filter(s => s.innerText === 'Error').length") == 0
+    )
+    assert page.locator("#approve-btn").is_disabled()
+    page.click("button[role=tab]:has-text('Watch')")
+    page.click("#watch-btn")
+    page.wait_for_function("() => document.querySelector('#setup-msg').innerText.includes('Could not run')")
+    assert "Traceback" not in server_log.read_text(errors="replace")
+    visitor.shot("13_bad_seed")
+
+
+def test_replay_of_a_collect_file_beside_the_baselines(visitor, tmp_path):
+    from releaseops_arena.policies import POLICIES
+    from releaseops_arena.splits import task_scenario
+    from training.collect import to_record
+
+    scenario = task_scenario("heldout_seeds", 0, "medium")
+    run = play(POLICIES["planner"](), scenario)
+    good = tmp_path / "results.jsonl"
+    good.write_text(json.dumps(asdict(to_record(run, "planner|heldout_seeds|medium|0", "heldout_seeds", 0))) + "\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    page = visitor.page
+    page.click("button[role=tab]:has-text('Watch')")
+    page.click("#replay-acc .label-wrap")
+    page.set_input_files("#replay-file input[type=file]", str(bad))
+    page.wait_for_selector("#replay-msg .ro-error")
+    assert "line 1 is not JSON" in visitor.text("replay-msg")
+    page.set_input_files("#replay-file input[type=file]", str(good))
+    page.wait_for_selector("#replay-ok")
+    visitor.pick("replay-dd", "1.")
+    page.wait_for_selector("#watch-replay")
+    assert "every answer matches the file" in visitor.text("replay-msg")
+    column = page.locator("#watch-replay")
+    assert column.get_attribute("data-outcome") == run["metrics"]["outcome"]
+    assert column.locator("li").count() == len(run["steps"])
+    assert page.locator("#score-replay").count() == 1 and page.locator("#score-naive").count() == 1
+    assert "heldout_seeds #0" in visitor.text("replay-story")
+    visitor.shot("14_replay")
+    page.click("#watch-btn")  # back to the preset: the replay's column and tick go, with no error
+    page.wait_for_function("() => !document.querySelector('#watch-replay') && document.querySelector('#watch-scores')")
+    assert page.locator("#score-replay").count() == 0 and visitor.errors() == ""
+    assert page.locator(".toast-body").count() == 0
+    # The upload route enforces the published limit (gradio's mount would otherwise reset it to none).
+    from server.web_replay import MAX_BYTES
+
+    upload = web_url_of(page) + "gradio_api/upload"
+    big = {"files": {"name": "big.jsonl", "mimeType": "application/json", "buffer": b" " * (MAX_BYTES + 1024)}}
+    assert page.request.post(upload, multipart=big).status == 413
+    small = {"files": {"name": "small.jsonl", "mimeType": "application/json", "buffer": b"{}"}}
+    assert page.request.post(upload, multipart=small).ok
+
+
+def test_preset_change_clears_stale_watch_results(visitor):
+    page = visitor.page
+    page.click("button[role=tab]:has-text('Watch')")
+    page.click("#watch-btn")
+    page.wait_for_selector("#watch-scores")
+    visitor.pick("preset-dd", SEED_B["title"])
+    page.wait_for_function("() => !document.querySelector('#watch-scores')")
+    assert visitor.text("watch-story").strip() == ""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#watch-show input:checked')].length === 3"
+        " && document.querySelector('#watch-show').innerText.includes('inspect everything')"
+    )
+    page.click("#watch-btn")
+    page.wait_for_selector("#watch-inspect_everything")  # Seed B's point: inspecting everything fails
+    assert page.locator("#watch-inspect_everything").get_attribute("data-outcome") != "safe_ship"
+    assert page.locator("#watch-planner").get_attribute("data-outcome") == "safe_ship"
+    first = page.locator("#watch-planner li").first
+    assert first.locator("details.ro-raw").count() == 1 and "{" not in first.locator(".say").inner_text()
+    visitor.shot("15_watch_seed_b")
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+def test_no_horizontal_overflow(playwright, web_url, width):
+    v = Visitor(playwright, web_url, width)
+    try:
+        assert v.width() <= width, ("loaded", v.width())
+        v.start(SEED_A["title"])
+        v.call("inspect_pr_diff", {"pr_id": next(r for r in SEED_A_CI["refs"] if r.startswith("pr_"))})
+        v.call("block_proposal", {"proposal_id": SEED_A_NO_RULE, "rule_id": "S3"})  # refused: a message shows
+        assert v.errors()
+        assert v.width() <= width, ("play", v.width())
+        v.shot(f"16_play_{width}")
+        v.page.click("button[role=tab]:has-text('Watch')")
+        v.page.click("#watch-btn")
+        v.page.wait_for_selector("#watch-scores")
+        v.page.click("#replay-acc .label-wrap")
+        assert v.width() <= width, ("watch", v.width())
+        v.shot(f"17_watch_{width}")
+        v.page.click("button[role=tab]:has-text('Results')")
+        v.page.wait_for_selector("#results-slices")
+        assert v.width() <= width, ("results", v.width())
+        v.shot(f"18_results_{width}")
+    finally:
+        v.close()
 
 
 # ------------------------------------------ no browser: what the tab renders
@@ -394,13 +605,13 @@ def test_handlers_return_view_models_without_a_browser():
     presets = load_presets()
     assert "press Start episode first" in handlers.act(None, "approve_proposal", {"proposal_id": "p1"}).error
     bad = handlers.start(presets, handlers.CUSTOM, "nope", 1, "medium", "random")
-    assert bad.session is None and "could not start" in bad.error and "valid:" in bad.error and not bad.live
+    assert bad.session is None and "Could not start" in bad.setup and "family" in bad.setup
+    assert not any(bad.enabled.values())
     view = handlers.start(presets, SEED_A["title"], None, None, None, None)  # a preset wins over the fields
     sess = view.session
-    assert sess.episode.config == SEED_A["scenario"] and view.live
-    assert [pid for _, pid in view.proposals] == [p["id"] for p in SEED_A_BOARD] and view.proposal == SEED_A_BOARD[0][
-        "id"
-    ]
+    assert sess.episode.config == SEED_A["scenario"] and all(view.enabled.values())
+    assert [pid for _, pid in view.proposal.choices] == [p["id"] for p in SEED_A_BOARD]
+    assert view.proposal.value == SEED_A_BOARD[0]["id"]  # a fresh board: the first pending one
     assert list(view.refs) == [k.kind for k in ARTIFACT_KINDS]
     assert {r for m in view.refs.values() for _, r in m.choices} == {r for p in SEED_A_BOARD for r in p["refs"]}
     assert f"/ {EVIDENCE_PER_ROUND}</div>" in view.meters and "0 calls" in view.meters
@@ -408,14 +619,19 @@ def test_handlers_return_view_models_without_a_browser():
     assert "choose a rule first" in unpicked.error and sess.episode.counters.tool_calls == 0  # nothing sent
     ref = SEED_A_CI["refs"][-1]
     tool, args = inspect_call(ref)
-    inspected = handlers.act(sess, tool, args)
+    inspected = handlers.act(sess, tool, args, handlers.Picks(SEED_A_CI["id"]))
     assert inspected.error == "" and tool in inspected.result and "1 call" in inspected.meters
+    assert inspected.proposal.value == SEED_A_CI["id"]  # the visitor's pick stays
     for pid in [p["id"] for p in SEED_A_BOARD]:  # approve the rest of triage: the phase ends
         view = handlers.act(sess, "approve_proposal", {"proposal_id": pid})
     earlier = [label for m in view.refs.values() for label, _ in m.choices if label.endswith("(earlier phase)")]
     assert earlier and all(label.split()[0] in sess.view.refs for label in earlier)
     watched = handlers.watch(presets, SEED_A["title"], None, None, None, None)
-    assert list(watched.runs) == list(handlers.WATCH_POLICIES) == ["naive", "rule", "planner", "trained", "oracle"]
+    assert (
+        list(watched.runs)
+        == list(handlers.WATCH_POLICIES)
+        == ["naive", "rule", "inspect_everything", "planner", "trained", "oracle"]
+    )
     assert all(f"score-{n}" in watched.html for n in handlers.WATCH_POLICIES)
     assert "watch-trained" in watched.html and "watch-oracle" not in watched.html  # not shown by default
     assert "watch-oracle" in handlers.watch(presets, SEED_A["title"], None, None, None, None, shown=["oracle"]).html
@@ -449,7 +665,7 @@ def test_the_board_shows_the_benchmark_version_and_stamps_its_episode_json():
     from server.web_content import load_presets
     from server.web_ui import INTRO
 
-    assert "id='benchmark-version'" in INTRO and f"benchmark {BENCHMARK_VERSION}</span></h2>" in INTRO
+    assert "id='benchmark-version'" in INTRO and f"benchmark {BENCHMARK_VERSION}</span></h1>" in INTRO
     watched = handlers.watch(load_presets(), handlers.CUSTOM, FAMILIES[0], 3, "easy", "random", shown=[])
     shown = json.loads(html.unescape(re.search(r"<code>(.*?)</code>", watched.story).group(1)))
     assert shown == {
