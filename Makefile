@@ -25,7 +25,7 @@ $(PY):
 # while a loose range would pull a multi-GB CUDA build.
 $(STAMP): $(PY)
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[train,dev]"
+	$(PY) -m pip install --quiet -e ".[train,dev,inspect]"
 	touch $(STAMP) $(SERVE_STAMP)
 
 $(SERVE_STAMP): $(PY)

@@ -6,12 +6,17 @@ the engine (`releaseops_arena`) stays free of openenv and pydantic.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from openenv.core import Action, Observation, State
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
-from releaseops_arena.tools import TOOL_NAMES
+from releaseops_arena.tools import TOOL_NAMES, tool_schemas
+
+# Each tool with its argument names, for the action schema: `/schema` is all a generic client reads.
+_SIGNATURES = ", ".join(
+    f"{s['function']['name']}({', '.join(s['function']['parameters']['properties'])})" for s in tool_schemas()
+)
 
 
 def _is_none(value: Any) -> bool:
@@ -19,10 +24,30 @@ def _is_none(value: Any) -> bool:
 
 
 class ReleaseOpsAction(Action):
-    """One supervisor tool call."""
+    """One supervisor tool call, shaped as OpenEnv's MCP `CallToolAction`.
 
+    `/schema` titles it `CallToolAction`, so that clients that play any OpenEnv server from its
+    schema (verifiers' OpenEnv taskset) ask the server for its tools (`{"type": "list_tools"}`, a
+    step that changes nothing) and show a model each tool's arguments, types and enums. `type`
+    defaults to `call_tool`, so `{"tool_name": ..., "arguments": ...}` works as before.
+    """
+
+    model_config = ConfigDict(title="CallToolAction")
+
+    type: Literal["call_tool", "list_tools"] = Field(
+        default="call_tool", description="call_tool (the default), or list_tools: the tools and their schemas."
+    )
     tool_name: str = Field(description=f"One of the supervisor tools: {', '.join(TOOL_NAMES)}.")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's keyword arguments.")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description=f"The tool's keyword arguments, by name: {_SIGNATURES}."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _listing_names_no_tool(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") == "list_tools" and "tool_name" not in data:
+            return {**data, "tool_name": ""}
+        return data
 
 
 class ReleaseOpsObservation(Observation):
@@ -45,6 +70,11 @@ class ReleaseOpsObservation(Observation):
         description="safe_ship, unsafe_ship or missed_deadline once done; absent before.",
     )
     episode_return: float = Field(default=0.0, description="Sum of rewards so far in this episode.")
+    tools: Optional[list[dict[str, Any]]] = Field(
+        default=None,
+        exclude_if=_is_none,
+        description="The tools (name, description, input_schema), only in reply to a list_tools action.",
+    )
 
 
 class ReleaseOpsState(State):

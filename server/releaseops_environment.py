@@ -17,6 +17,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
 from releaseops_arena.splits import SECRET_ENV, ReleaseTasks, start_episode
+from releaseops_arena.tools import tool_schemas
 
 try:
     from ..client.errors import SESSION_CLOSED, coded_message
@@ -50,6 +51,17 @@ class TaskRequestError(HTTPException, ValueError):
 
 
 END_EPISODE = catalog.END_EPISODE  # a control action, not a tool (see catalog)
+
+
+# The answer to a `{"type": "list_tools"}` step: each tool with its MCP input schema.
+TOOL_LIST = [
+    {
+        "name": t["function"]["name"],
+        "description": t["function"]["description"],
+        "input_schema": t["function"]["parameters"],
+    }
+    for t in tool_schemas()
+]
 
 
 class ReleaseOpsEnvironment(Environment):
@@ -146,9 +158,19 @@ class ReleaseOpsEnvironment(Environment):
 
     def _apply(self, action: ReleaseOpsAction, control: bool) -> ReleaseOpsObservation:
         """One step; `control` allows END_EPISODE (the WebSocket step does, an MCP tool call does not:
-        the engine then refuses it as an unknown tool)."""
+        the engine then refuses it as an unknown tool) and `list_tools`."""
         self._check_open()
         ep = self._episode
+        if control and action.type == "list_tools":
+            # Clients that play any OpenEnv server from its schema (verifiers' OpenEnv taskset) list the
+            # tools this way (the action is titled CallToolAction); it changes nothing.
+            return ReleaseOpsObservation(
+                text=", ".join(tool["name"] for tool in TOOL_LIST),
+                tools=TOOL_LIST,
+                reward=None,
+                done=bool(ep and ep.done),
+                episode_return=ep.episode_return if ep else 0.0,
+            )
         if ep is None:
             return ReleaseOpsObservation(
                 text="no episode is running; send reset first",
