@@ -32,6 +32,7 @@ SECTIONS = [
     "Links",
     "Quickstart",
     "Train with TRL",
+    "Use it from other trainers",
     "The environment at a glance",
     "Results",
     "Deploy and scale",
