@@ -52,7 +52,8 @@ INFO_SLICES = [("heldout_seeds", "easy")]
 MI_LIMIT = 0.3
 # The web board's Results page (package data: a pip-installed server shows it too).
 ASSETS = Path(__file__).resolve().parents[1] / "server" / "assets"
-BOARD_POLICIES = ["naive", "fixed_order", "rule", "planner", "attention_oracle", "oracle"]
+BOARD_POLICIES = ["naive", "fixed_order", "rule", "planner", "trained", "attention_oracle", "oracle"]
+LEARNABILITY = Path("research/results/learnability.json")  # the trained policy's numbers on the same tasks
 
 
 CUE_FIT_N = 4000  # train scenarios the cue reader is fitted on; the next 1,000 measure its information
@@ -251,29 +252,33 @@ def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path, assets:
         f"Held-out seeds, medium ({n} episodes each)",
     )
     assets.mkdir(parents=True, exist_ok=True)
-    (assets / "results.json").write_text(json.dumps(board_results(report), indent=1) + "\n")
+    learned = json.loads(LEARNABILITY.read_text()) if LEARNABILITY.exists() else None
+    (assets / "results.json").write_text(json.dumps(board_results(report, learned), indent=1) + "\n")
     docs_dir.mkdir(parents=True, exist_ok=True)
     (docs_dir / "calibration.md").write_text(render(report, n))
     return report
 
 
-def board_results(report: dict) -> dict:
-    """The web board's Results page: per slice, the headline policies' safe-ship rate and mean return."""
+def board_results(report: dict, learnability: dict | None = None) -> dict:
+    """The web board's Results page: per slice, the headline policies' safe-ship rate and mean return;
+    with the learnability results, the trained policy's beside them (played on the same tasks there)."""
+    learned = (learnability or {}).get("structured", {}).get("slices", {})
+    slices = {}
+    for name, rows in report["slices"].items():
+        rows = {**rows, **{k: v for k, v in learned.get(name, {}).get("results", {}).items() if k == "trained"}}
+        slices[name] = {
+            p: {
+                "safe_ship": rows[p]["metrics"]["safe_ship"]["rate"],
+                "mean_return": rows[p]["metrics"]["mean_return"]["mean"],
+            }
+            for p in BOARD_POLICIES
+            if p in rows
+        }
     return {
         "benchmark_version": report["benchmark_version"],
         "n": report["n"],
         "report": "docs/calibration.md",
-        "slices": {
-            name: {
-                p: {
-                    "safe_ship": rows[p]["metrics"]["safe_ship"]["rate"],
-                    "mean_return": rows[p]["metrics"]["mean_return"]["mean"],
-                }
-                for p in BOARD_POLICIES
-                if p in rows
-            }
-            for name, rows in report["slices"].items()
-        },
+        "slices": slices,
     }
 
 

@@ -263,8 +263,10 @@ def test_the_boards_results_page_reads_the_calibration_report_it_links_to():
     from research.calibrate import board_results
 
     calibration = json.loads((REPO_ROOT / "research/results/calibration.json").read_text())
+    learned = json.loads((REPO_ROOT / "research/results/learnability.json").read_text())
     shipped = json.loads((REPO_ROOT / "server/assets/results.json").read_text())
-    assert shipped == board_results(calibration)
+    assert shipped == board_results(calibration, learned)
+    assert set(shipped["slices"]["heldout_seeds/medium"]) >= {"naive", "rule", "planner", "trained", "oracle"}
     assert (
         shipped["slices"]["heldout_seeds/medium"]["naive"]["safe_ship"]
         < 0.5
