@@ -175,11 +175,13 @@ def reset_arguments(columns: dict) -> dict:
     operator's `token` when given).
     Otherwise the explicit scenario (`family`, `seed`, `difficulty`,
     `archetype_mix`, each defaulting from the catalogue). Other columns, such as
-    `prompt`, are dropped; asking for both a task and a scenario is refused.
+    `prompt`, are dropped; asking for both a task and a scenario is refused. A
+    `seed` beside a task is dropped too: the task fixes its world, and generic
+    OpenEnv clients (verifiers' taskset) send a reset seed with every task.
     """
     if columns.get("index") is None:
         return scenario_config(columns)
-    explicit = [key for key in ("family", "seed", "archetype_mix") if columns.get(key) is not None]
+    explicit = [key for key in ("family", "archetype_mix") if columns.get(key) is not None]
     if explicit:
         raise ValueError(
             f"pass a task (split, index, optional difficulty) or a scenario (family, seed, "

@@ -92,6 +92,10 @@ def check_record(record, number: int) -> dict:
             f"line {number} was played under benchmark {version}; this server runs {catalog.BENCHMARK_VERSION} "
             "(results of different versions are never mixed)"
         )
+    if not isinstance(record.get("metrics", {}), dict) or not isinstance(record.get("extra", {}), dict):
+        raise ReplayError(f"line {number}: its metrics and extra must be objects")
+    if not isinstance(task.get("difficulty"), str) or type(task.get("seed")) is not int:
+        raise ReplayError(f"line {number}: its task needs a difficulty name and an integer seed")
     trace = record.get("tool_trace")
     if not isinstance(trace, list) or not all(
         isinstance(c, dict) and isinstance(c.get("tool_name"), str) and isinstance(c.get("arguments", {}), dict)

@@ -17,9 +17,11 @@ Over 400 lines: the page's texts and the wiring of its three tabs, kept in one p
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from releaseops_arena import catalog
 
@@ -29,6 +31,7 @@ from .web_handlers import BUTTONS, GROUPS, MENUS, Picks, PlayView, WatchView
 from .web_render import board_html, meters_html, watch_html
 
 TITLE = "ReleaseOps Arena · Release board"
+UPLOADS = Path(get_upload_folder()).resolve()  # where Gradio keeps what its upload route received
 # The story, first: what a supervisor is, the two demo seeds, the headline numbers.
 INTRO = (
     # The benchmark version in the header: a visitor comparing what they see with published results
@@ -373,9 +376,13 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
         return None, gr.update(choices=[], value=None), handlers.setup_error_html(message, "replay-error")
 
     def on_upload(path):
-        """An upload; a bad one is cleared from the upload, and the message says what is wrong."""
+        """An upload; a bad one is cleared from the upload, and the message says what is wrong. Only a file
+        Gradio received through the upload route is read: a client can name any path in the event's data."""
         if not path:
             return None, gr.update(choices=[], value=None), "", gr.update()
+        if not Path(path).resolve().is_relative_to(UPLOADS):
+            message = handlers.setup_error_html("Cannot replay this file: upload it with the button", "replay-error")
+            return None, gr.update(choices=[], value=None), message, None
         recs, menu, message = read(path)
         return recs, menu, message, gr.update() if recs else None
 
@@ -433,4 +440,8 @@ def build_release_board(
                 _results_tab()
         _wire_setup(presets, setup)
         _wire_play(presets, setup, state, play)
+    # Gradio checks that a file an event names was uploaded by a user only for a launched app
+    # (processing_utils._check_allowed); a mounted one never launches, so it would copy any path a
+    # client names into its cache. The board is served only mounted: it counts as launched.
+    blocks.has_launched = True
     return blocks

@@ -8,6 +8,7 @@ Screenshots land in artifacts/web/*.png (git-ignored).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -687,3 +688,38 @@ def test_builder_returns_blocks_without_web_manager():
     presets = load_presets()
     assert presets[SEED_A["title"]]["scenario"] == SEED_A["scenario"]
     assert presets[SEED_B["title"]]["scenario"] == SEED_B["scenario"]
+
+
+def test_the_replay_reads_only_files_uploaded_through_the_upload_route(web_url, tmp_path):
+    """A client can name any path in the upload event's data; the board reads only what Gradio received."""
+    import pathlib
+    import uuid
+
+    import httpx
+    from gradio.utils import get_upload_folder
+
+    secret = tmp_path / f"results-{uuid.uuid4().hex}.jsonl"  # a collect file elsewhere on the server's disk
+    secret.write_text(json.dumps({"task": {"benchmark_version": "SECRET-TOKEN"}}) + "\n")
+    api = web_url + "gradio_api"
+    config = httpx.get(web_url + "config", timeout=30).json()
+    files = {c["id"] for c in config["components"] if c.get("type") == "file"}
+    upload = next(
+        i for i, d in enumerate(config["dependencies"]) if any(t[0] in files and t[1] == "upload" for t in d["targets"])
+    )
+    for path in (str(secret), "/no/such/file.jsonl"):
+        session = uuid.uuid4().hex[:10]
+        event = {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": "x.jsonl"}
+        joined = httpx.post(
+            f"{api}/queue/join", json={"data": [event], "fn_index": upload, "session_hash": session}, timeout=30
+        )
+        assert joined.status_code == 200, joined.text
+        with httpx.stream("GET", f"{api}/queue/data", params={"session_hash": session}, timeout=30) as stream:
+            for line in itertools.islice(stream.iter_lines(), 200):
+                if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                    output = json.dumps(json.loads(line[5:]).get("output"))
+                    break
+            else:
+                pytest.fail("no reply to the upload event")
+        assert "SECRET-TOKEN" not in output and "No such file" not in output and "not JSON" not in output, output
+        assert "Cannot replay" not in output and "episode(s) read" not in output, output  # refused before any read
+    assert not any(pathlib.Path(get_upload_folder()).rglob(secret.name)), "a named file was copied into the cache"

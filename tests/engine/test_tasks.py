@@ -92,6 +92,8 @@ def test_a_task_reset_equals_the_explicit_scenario_and_mixing_both_is_refused():
     env = ReleaseOpsToolEnv()
     by_task = env.reset(split="heldout_seeds", index=11, difficulty="hard", prompt="ignored")
     assert by_task == ReleaseOpsToolEnv().reset(**task_scenario("heldout_seeds", 11, "hard"))
+    # A generic client's reset seed beside a task changes nothing: the task fixes the world.
+    assert env.reset(split="heldout_seeds", index=11, difficulty="hard", seed=0) == by_task
     with pytest.raises(ValueError, match="not both: got index and family"):
         env.reset(split="train", index=1, family="green_ci_disabled_payment_test")
     with pytest.raises(ValueError, match="index needs a split"):
