@@ -148,7 +148,10 @@ def test_ten_thousand_generated_frames_never_break_a_session(tmp_path):
                 assert reply["data"]["observation"]["text"] == want
                 assert reply["data"]["done"] == env.done
 
-        run()
+        try:
+            run()
+        except Exception as exc:  # the server's side of a failure is in its log
+            raise AssertionError(f"{exc!r}\nserver log:\n{log.read_text(errors='replace')[-3000:]}") from exc
     print(f"\n[fuzz] {sent[0]} frames sent")
     assert sent[0] >= FRAMES_AT_LEAST, sent[0]
     text = log.read_text(errors="replace")
