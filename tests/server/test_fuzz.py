@@ -98,12 +98,13 @@ def local_text(env: ReleaseOpsToolEnv, tool: str, args: dict) -> str:
 def test_ten_thousand_generated_frames_never_break_a_session(tmp_path):
     log = tmp_path / "server.log"
     sent = [0]
-    with run_live_server(log_path=log) as base, connect(base.replace("http://", "ws://") + "/ws", max_size=2**24) as ws:
+    with run_live_server(log_path=log) as base:
+        socket = [None]  # one session per example: hypothesis replays an example alone, so none may lean on another
 
         def exchange(frame) -> dict:
-            ws.send(frame)
+            socket[0].send(frame)
             sent[0] += 1
-            return json.loads(ws.recv(timeout=30))
+            return json.loads(socket[0].recv(timeout=30))
 
         @settings(
             max_examples=220,
@@ -113,6 +114,11 @@ def test_ten_thousand_generated_frames_never_break_a_session(tmp_path):
         )
         @given(scenario=scenarios, sequence=frames)
         def run(scenario, sequence):
+            with connect(base.replace("http://", "ws://") + "/ws", max_size=2**24) as ws:
+                socket[0] = ws
+                play(scenario, sequence)
+
+        def play(scenario, sequence):
             env = ReleaseOpsToolEnv()
             local = env.reset(**scenario)
             reply = exchange(json.dumps({"type": "reset", "data": scenario}))
