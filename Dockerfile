@@ -50,7 +50,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('PORT', '8000'), timeout=4)"]
 
 # `sh -c` so that PORT (e.g. `docker run -e PORT=...`) picks the port; `exec`
-# makes uvicorn PID 1 so it gets SIGTERM on `docker stop`.
-# WEB_CONCURRENCY (unset: 1) is uvicorn's own default for --workers: N worker
-# processes, each with its own MAX_CONCURRENT_ENVS sessions (server/app.py).
-CMD ["sh", "-c", "exec uvicorn server.app:app --host 0.0.0.0 --port ${PORT:-8000} --ws-ping-interval 20 --ws-ping-timeout 120 --timeout-worker-healthcheck 60"]
+# makes the server PID 1 so it gets SIGTERM on `docker stop`. releaseops-serve runs
+# uvicorn with the published WebSocket limits (server/limits.py); WEB_CONCURRENCY
+# (unset: 1) is its --workers default: N worker processes, each with its own
+# MAX_CONCURRENT_ENVS sessions (server/app.py).
+CMD ["sh", "-c", "exec releaseops-serve --host 0.0.0.0 --port ${PORT:-8000}"]

@@ -33,8 +33,7 @@ $(SERVE_STAMP): $(PY)
 	touch $(SERVE_STAMP)
 
 serve: $(SERVE_STAMP)
-	ENABLE_WEB_INTERFACE=true $(PY) -m uvicorn server.app:app --host $(HOST) --port $(PORT) \
-		--ws-ping-interval 20 --ws-ping-timeout 120
+	ENABLE_WEB_INTERFACE=true $(VENV)/bin/releaseops-serve --host $(HOST) --port $(PORT)
 
 # As root on Debian, the browser tests' Chromium is installed when missing
 # (as .ci/run does); elsewhere those tests skip and the summary says how to enable them.

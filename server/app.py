@@ -3,9 +3,12 @@
 Settings (environment variables):
   MAX_CONCURRENT_ENVS     WebSocket sessions served at once per worker (default 64).
   WEB_CONCURRENCY         worker processes (default 1; `--workers` of releaseops-serve).
-  SESSION_IDLE_TIMEOUT_S  an idle session's slot is freed after this many
-                          seconds (default 1800; 0 turns the reaper off).
-                          Keep it above a trainer's longest gap between calls.
+  SESSION_CLAIM_TIMEOUT_S a session that has started no episode this many
+                          seconds after it opened is closed (default 20).
+  SESSION_IDLE_TIMEOUT_S  a session whose last real play (a reset, a counted
+                          call) is older is closed (default 300; 0: never).
+                          Keep it above a trainer's longest model turn.
+  MAX_SESSIONS_PER_CLIENT sessions one client address may hold (default 0: no cap).
   RELEASEOPS_EVAL_SECRET  the operator's evaluation secret (unset: the public
                           draw): salts the worlds of evaluation-split tasks.
   ENABLE_WEB_INTERFACE    true to mount the web demo at /web (the Release
@@ -29,7 +32,17 @@ from releaseops_arena import catalog, rewards
 from releaseops_arena.brief import BRIEF, PROMPT_VERSION
 from releaseops_arena.tools import tool_schemas
 
+from . import http_errors, session_guard
+from .body_limit import BodyLimit
 from .frame_guard import FrameGuard
+from .limits import (
+    MAX_SESSIONS_PER_CLIENT,
+    SESSION_CLAIM_TIMEOUT_S,
+    SESSION_IDLE_TIMEOUT_S,
+    setting,
+    uvicorn_options,
+)
+from .limits import table as limits_table
 from .mcp_brief import McpBrief
 from .releaseops_environment import (
     TASKS,
@@ -40,26 +53,11 @@ from .releaseops_environment import (
 )
 from .web_app import build_release_board, drop_shared_playground
 
-
-def _setting(name: str, default: str, kind: type, minimum: float):
-    """A numeric setting from the environment, or a one-line exit naming what is valid."""
-    raw = os.environ.get(name) or default
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
-    if value is None or not value >= minimum:  # `not >=` also refuses nan
-        what = "a whole number" if kind is int else "a number of seconds"
-        raise SystemExit(f"{name} must be {what} >= {minimum:g}, got {raw!r}")
-    return value
-
-
-MAX_CONCURRENT_ENVS = _setting("MAX_CONCURRENT_ENVS", "64", int, 1)  # per worker process
+MAX_CONCURRENT_ENVS = setting("MAX_CONCURRENT_ENVS", "64", int, 1)  # per worker process
 # Worker processes serving this port. uvicorn's own `--workers` default is
 # $WEB_CONCURRENCY, and `releaseops-serve --workers N` sets it, so every worker
 # can report the count; each worker holds its own sessions and capacity.
-WORKERS = _setting("WEB_CONCURRENCY", "1", int, 1)
-SESSION_IDLE_TIMEOUT_S = _setting("SESSION_IDLE_TIMEOUT_S", "1800", float, 0)
+WORKERS = setting("WEB_CONCURRENCY", "1", int, 1)
 # The board keeps each visitor's episode in the memory of the worker that started it, and a
 # visitor's next request may land on any worker: with several, it would answer for episodes
 # it does not hold ("p1 is not in the list of choices"). So it needs exactly one worker; with
@@ -73,13 +71,6 @@ WEB_REFUSAL = (
 )
 if WEB_REFUSED:
     os.environ["ENABLE_WEB_INTERFACE"] = "false"  # create_app reads the variable itself
-# Server-side WebSocket keepalive: a trainer's client may be busy for a while
-# between messages, so a missed pong is tolerated for two minutes.
-WS_PING_INTERVAL_S, WS_PING_TIMEOUT_S = 20.0, 120.0
-# uvicorn restarts a worker that misses a 5 s health ping; a worker still importing
-# gradio and openenv on a busy 2-core machine can miss it, so it gets longer.
-WORKER_HEALTHCHECK_S = 60.0
-
 
 app = create_app(
     ReleaseOpsEnvironment,
@@ -88,7 +79,8 @@ app = create_app(
     env_name="releaseops_arena",
     concurrency_config=ConcurrencyConfig(
         max_concurrent_envs=MAX_CONCURRENT_ENVS,
-        session_timeout=SESSION_IDLE_TIMEOUT_S or None,
+        # Idle sessions are closed by session_guard.py (only real play counts), not by OpenEnv's reaper.
+        session_timeout=None,
     ),
     state_cls=ReleaseOpsState,
     # With ENABLE_WEB_INTERFACE=true: the Release board (server/web_ui.py) alone at
@@ -98,6 +90,7 @@ app = create_app(
     show_default_tab=False,
 )
 drop_shared_playground(app)
+http_errors.install(app)  # bad input: a short 4xx; a fault: one log line (http_errors.py)
 if WEB_REFUSED:
     logging.getLogger("uvicorn.error").warning(WEB_REFUSAL)
 
@@ -112,6 +105,10 @@ if WEB_REFUSED:
 app.add_middleware(FrameGuard)
 # MCP clients read the task brief with `initialize` (its instructions) or `prompts/get` (mcp_brief.py).
 app.add_middleware(McpBrief)
+# Slots: only real play keeps a session; connections are served in turn (session_guard.py).
+session_guard.install(app)
+# Body limits on every HTTP route, before a body is read (body_limit.py); outermost.
+app.add_middleware(BodyLimit)
 
 # OpenEnv's /metadata only carries name/description/version; ours adds the
 # catalogue, the tool schemas and the reward table (a superset, so
@@ -134,6 +131,9 @@ def metadata() -> dict:
         "max_concurrent_envs": MAX_CONCURRENT_ENVS,  # of the worker that answered
         "workers": WORKERS,
         "session_idle_timeout_s": SESSION_IDLE_TIMEOUT_S,
+        "session_claim_timeout_s": SESSION_CLAIM_TIMEOUT_S,
+        "max_sessions_per_client": MAX_SESSIONS_PER_CLIENT,
+        "limits": limits_table(),
     }
 
 
@@ -169,9 +169,7 @@ def main() -> None:
         host=args.host,
         port=args.port,
         workers=args.workers,
-        ws_ping_interval=WS_PING_INTERVAL_S,
-        ws_ping_timeout=WS_PING_TIMEOUT_S,
-        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+        **uvicorn_options(),  # the WebSocket limits and keepalive (limits.py)
     )
 
 

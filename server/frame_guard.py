@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 
-from .mcp_brief import answer, is_ours
+from .limits import WS_MAX_MESSAGE_BYTES
+from .mcp_brief import answer, is_ours, refuse_mcp_call
 
-MAX_FRAME_CHARS = 1 << 20  # 1 MiB: a step is under 300 bytes; larger frames are answered, not parsed
+# A step is under 300 bytes. uvicorn closes a larger frame with 1009 before reading it when launched
+# with limits.py's options (releaseops-serve, the image); this check holds under any launch.
+MAX_FRAME_CHARS = WS_MAX_MESSAGE_BYTES
 # A handler's validation error echoes the input, and pydantic refuses to serialize it past a
 # depth of about 250, which ends the session: deeper frames are answered here (a step is depth 3).
 MAX_DEPTH = 64
@@ -34,8 +37,12 @@ def _problem(message: dict) -> str | None:
         return "binary frames are not supported; send a JSON object as a text frame"
     if len(text) > MAX_FRAME_CHARS:
         return f"frame too large ({len(text)} chars; at most {MAX_FRAME_CHARS})"
+    # A `\ud800` escape parses to half a surrogate pair, which no reply can encode: the handler's
+    # error frame echoing it failed to send and ended the session. Such frames are parsed here.
+    escaped = "\\u" in text and ("\\ud" in text or "\\uD" in text)
     if (
-        len(text) <= QUICK_CHARS
+        not escaped
+        and len(text) <= QUICK_CHARS
         and text.lstrip(" \t\n\r")[:1] == "{"
         and text.count("{") + text.count("[") <= MAX_DEPTH
     ):
@@ -50,7 +57,18 @@ def _problem(message: dict) -> str | None:
         return f"a message must be a JSON object, got {type(value).__name__}"
     if _depth(value) > MAX_DEPTH:
         return f"a message may nest at most {MAX_DEPTH} levels deep"
+    if escaped and _lone_surrogate(value):
+        return "a string holds an unpaired surrogate escape (such as \\ud800); send valid Unicode"
     return None
+
+
+def _lone_surrogate(value) -> bool:
+    """Whether a parsed value holds a string with half a surrogate pair (json.loads joins whole pairs)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _depth(value) -> int:
@@ -73,6 +91,28 @@ def _brief_request(message: dict) -> bool:
         return is_ours(json.loads(text))
     except (ValueError, RecursionError):
         return False
+
+
+def _mcp_refusal(kind: str, message: dict) -> str | None:
+    """The reply to a `tools/call` OpenEnv would answer with an internal error (arguments that are not an
+    object, a name that is not a string), as `mcp_brief.refuse_mcp_call` words it; None for any other frame."""
+    text = message["text"]
+    if "tools/call" not in text:  # every step and reset: no second parse
+        return None
+    try:
+        request = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(request, dict):
+        return None
+    if kind == "jsonrpc":
+        refusal = refuse_mcp_call(request)
+        return None if refusal is None else json.dumps(refusal)
+    data = request.get("data")
+    if request.get("type") != "mcp" or not isinstance(data, dict):
+        return None
+    refusal = refuse_mcp_call(data)
+    return None if refusal is None else json.dumps({"type": "mcp", "data": refusal})
 
 
 def _error_frame(kind: str, reason: str) -> str:
@@ -106,6 +146,10 @@ class FrameGuard:
                         reply = answer(json.loads(message["text"]))
                         if reply is not None:  # a notification gets no reply
                             await send({"type": "websocket.send", "text": json.dumps(reply)})
+                        continue
+                    refusal = _mcp_refusal(kind, message)
+                    if refusal is not None:
+                        await send({"type": "websocket.send", "text": refusal})
                         continue
                     return message
                 await send({"type": "websocket.send", "text": _error_frame(kind, reason)})

@@ -5,7 +5,10 @@ OpenEnv 0.10's MCP handler answers `tools/list` and `tools/call` only, and
 game is played. These three standard methods (and the `notifications/initialized`
 a client sends after `initialize`) are answered here, at the app's boundary,
 for HTTP `POST /mcp` (this middleware) and WebSocket `/mcp` (`frame_guard.py`
-calls `answer`). Everything else passes through to OpenEnv untouched.
+calls `answer`). Everything else passes through to OpenEnv untouched, but for the
+requests OpenEnv would answer with an internal error or could not encode at all
+(`refuse_mcp_call`): a `tools/call` whose arguments are not an object, or whose
+tool name is not a string, and a lone surrogate (`"\\ud800"`) anywhere.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 
 from releaseops_arena.brief import BRIEF, PROMPT_VERSION
 from releaseops_arena.catalog import BENCHMARK_VERSION
+from releaseops_arena.tools import TOOL_NAMES, tool_schemas
 
 PROMPT_NAME = "releaseops_brief"
 PROTOCOL_VERSION = "2025-06-18"  # the MCP revision whose shapes these replies follow
@@ -67,6 +71,80 @@ def is_ours(request: object) -> bool:
     return isinstance(request, dict) and request.get("method") in METHODS
 
 
+def refuse_mcp_call(request: dict) -> dict | None:
+    """The JSON-RPC error reply for a request OpenEnv's MCP handler would mishandle, else None.
+
+    - a lone surrogate in any string: a reply that echoed it (the id, "Method not found: ...")
+      cannot be encoded as UTF-8, and HTTP `/mcp` answered a 500;
+    - a `tools/call` whose `params.arguments` is present and not an object: OpenEnv's
+      `fn(**arguments)` fails with an internal error naming the function;
+    - a `tools/call` whose `params.name` is not a string (an object is unhashable there).
+
+    For the WebSocket `/mcp` frame the reply is the frame; inside a `/ws` message
+    (`{"type": "mcp", "data": request}`) it is sent as `{"type": "mcp", "data": reply}`.
+    """
+    if not isinstance(request, dict):
+        return None
+    if _has_lone_surrogate(request):
+        return _reply(
+            _safe_id(request.get("id")),
+            error=(-32600, f"Invalid request: every string must be valid Unicode; {_SURROGATE}"),
+        )
+    params = request.get("params")
+    if request.get("method") != "tools/call" or not isinstance(params, dict):
+        return None
+    request_id = _safe_id(request.get("id"))
+    name = params.get("name")
+    if name is not None and not isinstance(name, str):
+        return _reply(request_id, error=(-32602, f"params.name must be a tool name; valid: {', '.join(TOOL_NAMES)}"))
+    arguments = params.get("arguments", {})
+    if not isinstance(arguments, dict):
+        named = _ARGUMENTS.get(name)
+        what = f"{name}'s arguments by name ({', '.join(named)})" if named else "the tool's arguments by name"
+        return _reply(
+            request_id,
+            error=(
+                -32602,
+                f"params.arguments must be an object of {what}, not {_JSON_TYPES.get(type(arguments), 'that')}; "
+                "tools/list gives each tool's inputSchema",
+            ),
+        )
+    return None
+
+
+_SURROGATE = "one holds a lone surrogate (\\ud800-\\udfff)"
+_ARGUMENTS = {s["function"]["name"]: tuple(s["function"]["parameters"]["properties"]) for s in tool_schemas()}
+_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+_JSON_TYPES[type(None)] = "null"
+
+
+def _safe_id(request_id: object) -> object:
+    """The request's id as a reply may echo it: a string (valid Unicode) or an integer, else null."""
+    if type(request_id) is str:
+        return None if _has_lone_surrogate(request_id) else request_id
+    return request_id if type(request_id) is int else None
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    """Whether any string in a parsed JSON value (keys included) holds a lone surrogate; iterative,
+    since the value may nest as deep as the parser allows."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii():
+                try:
+                    node.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 class McpBrief:
     """ASGI middleware: answers METHODS on HTTP `POST /mcp`; every other request passes through."""
 
@@ -90,9 +168,11 @@ class McpBrief:
                 request = json.loads(b"".join(chunks))
             except (ValueError, RecursionError):
                 request = None
-        if not is_ours(request):
+        reply = refuse_mcp_call(request) if isinstance(request, dict) else None
+        if reply is None and not is_ours(request):
             return await self.app(scope, _replay(chunks, None, receive, more), send)
-        reply = answer(request)
+        if reply is None:
+            reply = answer(request)
         status, body = (202, b"") if reply is None else (200, json.dumps(reply).encode())
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})

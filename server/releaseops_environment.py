@@ -6,7 +6,9 @@ class only translates between it and OpenEnv's typed wire models.
 
 from __future__ import annotations
 
+import numbers
 import os
+import time
 import uuid
 from typing import Any, Optional
 
@@ -16,7 +18,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from releaseops_arena import catalog
 from releaseops_arena.episode import Episode, EpisodeOver
-from releaseops_arena.splits import SECRET_ENV, ReleaseTasks, start_episode
+from releaseops_arena.splits import EVALUATION_SPLITS, SECRET_ENV, SPLITS, TASKS_PER_SPLIT, ReleaseTasks, start_episode
 from releaseops_arena.tools import tool_schemas
 
 try:
@@ -28,6 +30,7 @@ except ImportError:  # run from the repo root as `server.app` (OpenEnv's own tem
 
 from .mcp_tools import SessionToolServer
 from .rubric import EpisodeReturn
+from .session_guard import played
 
 SCENARIO_KEYS = tuple(catalog.DEFAULT_SCENARIO)
 TASK_KEYS = ("split", "index", "token")
@@ -38,9 +41,10 @@ RESET_KEYS = frozenset(SCENARIO_KEYS + TASK_KEYS)
 TASKS = ReleaseTasks(secret=os.environ.get(SECRET_ENV, ""))
 
 
-class TaskRequestError(HTTPException, ValueError):
-    """A bad Task API request: a 400 with the valid values over HTTP, a ValueError in-process.
-    (OpenEnv's task routes turn an IndexError into a bare "Invalid task index".)"""
+class BadRequestError(HTTPException, ValueError):
+    """A bad reset or Task API request: a 400 with the valid values over HTTP, the same message in
+    the WebSocket error frame, a ValueError in-process. (OpenEnv's task routes turn an IndexError into
+    a bare "Invalid task index", and its HTTP `/reset` answers any other exception with a 500.)"""
 
     def __init__(self, message: str):
         HTTPException.__init__(self, status_code=400, detail=message)
@@ -48,6 +52,25 @@ class TaskRequestError(HTTPException, ValueError):
 
     def __str__(self) -> str:
         return self.detail
+
+
+# Reset arguments that are strings. A client may send anything in their place; each is checked
+# before it reaches the engine or a reply: a short printable string or null (a lone surrogate is
+# not printable, and could not be encoded in any reply that echoed it).
+MAX_TEXT_CHARS = 128
+TEXT_ARGUMENTS = {
+    "family": catalog.ALL_FAMILIES,
+    "difficulty": catalog.DIFFICULTIES,
+    "archetype_mix": catalog.ALL_MIXES,
+    "split": tuple(SPLITS),
+    "token": None,  # the operator's credential for one evaluation task (splits.task_token)
+}
+
+# A Task API spec of an evaluation task names no family, mix or seed: the mix names the workers'
+# archetypes and the family the mechanism at work, which the episode's `state` keeps to itself
+# until `done` for a task the server picked. What a client needs to play the task stays (id,
+# split, index, difficulty, benchmark_version; the token comes from the operator).
+HIDDEN_TASK_KEYS = frozenset({"family", "seed", "archetype_mix"})
 
 
 END_EPISODE = catalog.END_EPISODE  # a control action, not a tool (see catalog)
@@ -77,9 +100,16 @@ class ReleaseOpsEnvironment(Environment):
         self._steps = 0
         self._closed = False
         self.mcp_server = SessionToolServer(self.call_tool)
+        # The session's clock for the claim and idle bounds (session_guard.py): real play moves it.
+        self.opened_at, self.last_play = time.monotonic(), None
 
-    def call_tool(self, tool_name: str, **arguments: Any) -> dict:
-        """MCP `tools/call`: the same step as a WebSocket action, returned as plain data (tools only)."""
+    def _played(self) -> None:
+        self.last_play = time.monotonic()
+        played()
+
+    def call_tool(self, tool_name: str, arguments: dict) -> dict:
+        """MCP `tools/call`: the same step as a WebSocket action, returned as plain data (tools only).
+        The arguments come as one dict, so that no tool argument can collide with a parameter here."""
         observation = self._apply(ReleaseOpsAction(tool_name=tool_name, arguments=arguments), control=False)
         return observation.model_dump()
 
@@ -103,18 +133,16 @@ class ReleaseOpsEnvironment(Environment):
         task also needs its `token`) or a scenario (`family`, `seed`, `difficulty`, `archetype_mix`;
         missing ones take the catalogue defaults)."""
         self._check_open()
-        unknown = sorted(kwargs.keys() - RESET_KEYS)
-        if unknown:
-            raise ValueError(
-                f"unknown reset argument {unknown[0]!r}; valid: seed, episode_id, "
-                f"{', '.join(key for key in SCENARIO_KEYS if key != 'seed')}, {', '.join(TASK_KEYS)}"
-            )
+        _check_reset_arguments(episode_id, kwargs)
         if seed is not None:
             kwargs["seed"] = seed
-        # Raises ValueError / IndexError naming the valid values.
-        self._episode, self._picked_by_server = start_episode(kwargs, TASKS)
+        try:  # a ValueError / IndexError names the valid values
+            self._episode, self._picked_by_server = start_episode(kwargs, TASKS)
+        except (ValueError, IndexError) as exc:
+            raise BadRequestError(str(exc)) from None
         self.rubric.reset()
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
+        self._played()
         # The reset's reward is the opening reward (a missed deadline until the release ships; rewards.py).
         ep = self._episode
         return ReleaseOpsObservation(
@@ -126,16 +154,16 @@ class ReleaseOpsEnvironment(Environment):
         return TASKS.list_splits()
 
     def list_tasks(self, split: str) -> list[dict]:
-        return _task_call(TASKS.list_tasks, split)
+        return [_public_task(task) for task in _task_call(TASKS.list_tasks, split)]
 
     def num_tasks(self, split: str) -> int:
         return _task_call(TASKS.num_tasks, split)
 
     def get_task(self, split: str, index: int) -> dict:
-        return _task_call(TASKS.get_task, split, index)
+        return _public_task(_task_call(TASKS.get_task, split, index))
 
     def get_task_range(self, split: str, start: Optional[int] = None, stop: Optional[int] = None) -> list[dict]:
-        return _task_call(TASKS.get_task_range, split, start, stop)
+        return [_public_task(task) for task in _task_call(TASKS.get_task_range, split, start, stop)]
 
     def step(self, action: ReleaseOpsAction, timeout_s: Optional[float] = None, **kwargs: Any) -> ReleaseOpsObservation:  # type: ignore[override]
         return self._apply(action, control=True)
@@ -188,6 +216,7 @@ class ReleaseOpsEnvironment(Environment):
         except EpisodeOver as exc:
             return self._observation(str(exc), 0.0, error=str(exc))
         self._steps += 1
+        self._played()
         if ep.done:  # scored once, at the end: a call through the tree costs more than the engine's step
             self.rubric(action, ep.reward_counters())
         return self._observation(result.text, result.reward, error=result.error)
@@ -238,4 +267,60 @@ def _task_call(method, *args):
     try:
         return method(*args)
     except (ValueError, IndexError) as exc:
-        raise TaskRequestError(str(exc)) from exc
+        raise BadRequestError(str(exc)) from None
+
+
+def _public_task(task: dict) -> dict:
+    """A task spec as the Task API serves it: an evaluation task's family, mix and seed left out
+    (on every server, private or public: the state hides them until done on both; train stays open)."""
+    if task["split"] not in EVALUATION_SPLITS:
+        return task
+    return {key: value for key, value in task.items() if key not in HIDDEN_TASK_KEYS}
+
+
+def _check_reset_arguments(episode_id: object, kwargs: dict) -> None:
+    """Refuse a reset argument of the wrong type or size before it reaches the engine or a reply."""
+    unknown = sorted(kwargs.keys() - RESET_KEYS)
+    if unknown:
+        raise BadRequestError(
+            f"unknown reset argument {_shown(unknown[0])}; valid: seed, episode_id, "
+            f"{', '.join(key for key in SCENARIO_KEYS if key != 'seed')}, {', '.join(TASK_KEYS)}"
+        )
+    if episode_id is not None and not _short_text(episode_id):
+        raise BadRequestError(
+            f"episode_id must be a string of at most {MAX_TEXT_CHARS} printable characters, or null for a "
+            f"new id; got {_described(episode_id)}"
+        )
+    for key, valid in TEXT_ARGUMENTS.items():
+        value = kwargs.get(key)
+        if value is None or _short_text(value) and (valid is not None or value.isascii()):
+            continue
+        if valid is None:  # the token: the operator's 32 hex digits
+            raise BadRequestError(
+                f"token must be the task's token (a string of at most {MAX_TEXT_CHARS} printable ASCII "
+                f"characters, from the operator); got {_described(value)}"
+            )
+        # The engine's wording for an unknown value, so that a remote client reads what a local one does.
+        raise BadRequestError(f"unknown {key} {_shown(value)}; valid: {', '.join(valid)}")
+    index = kwargs.get("index")
+    if index is not None and (isinstance(index, bool) or not isinstance(index, numbers.Integral)):
+        raise BadRequestError(f"task index must be an int in 0..{TASKS_PER_SPLIT - 1}, not {_shown(index)}")
+
+
+def _short_text(value: object) -> bool:
+    return type(value) is str and len(value) <= MAX_TEXT_CHARS and value.isprintable()
+
+
+def _shown(value: object) -> str:
+    """A value as an error message may quote it: its repr (escaped, ASCII-safe), at most 40 characters."""
+    text = ascii(value) if type(value) in (str, int, float, bool) or value is None else f"<{_described(value)}>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _described(value: object) -> str:
+    """What a JSON value is, without quoting it."""
+    if type(value) is str:
+        count = f"{len(value)} character" + ("" if len(value) == 1 else "s")
+        return f"a string of {count}" + ("" if value.isprintable() else ", not all printable")
+    names = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)

@@ -27,11 +27,16 @@ from releaseops_arena import catalog
 
 from . import web_content, web_replay
 from . import web_handlers as handlers
+from . import web_session as limits
+from .web_app import HEAVY, bound_board
 from .web_handlers import BUTTONS, GROUPS, MENUS, Picks, PlayView, WatchView
 from .web_render import board_html, meters_html, watch_html
 
 TITLE = "ReleaseOps Arena · Release board"
 UPLOADS = Path(get_upload_folder()).resolve()  # where Gradio keeps what its upload route received
+# The heavy events (Watch, reading an upload, a replay) run one at a time on one queue, and a session
+# may have one of them queued or running (web_app.bound_board refuses the next one at once).
+HEAVY_EVENT = {"concurrency_id": HEAVY, "concurrency_limit": 1}
 # The story, first: what a supervisor is, the two demo seeds, the headline numbers.
 INTRO = (
     # The benchmark version in the header: a visitor comparing what they see with published results
@@ -107,6 +112,11 @@ class ReleaseBoard(gr.Blocks):
     @max_file_size.setter
     def max_file_size(self, value) -> None:
         pass
+
+
+def _state() -> gr.State:
+    """Per-session state that Gradio deletes once unused for WEB_SESSION_IDLE_S (it keeps it forever otherwise)."""
+    return gr.State(None, time_to_live=limits.WEB_SESSION_IDLE_S)
 
 
 def _html(value: str = "", **kwargs) -> gr.HTML:
@@ -338,8 +348,10 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
         replay_msg = _html(elem_id="replay-msg")
     story = _html(elem_id="watch-story")
     view = _html(elem_id="watch-view")
-    runs = gr.State(None)
-    records = gr.State(None)
+    runs = _state()
+    # The collect file's path, not its records: parsed, 5 MB of JSON is tens of MB per session. The
+    # file is read again for each episode picked, while the upload lasts (WEB_UPLOAD_TTL_S).
+    source = _state()
 
     def show(v: WatchView, picked):
         steps = gr.update() if v.steps is None else gr.update(minimum=0, maximum=v.steps, value=v.steps)
@@ -355,25 +367,40 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
         return show(handlers.watch(presets, *fields, shown=picked), picked)
 
     def redraw(r, k, picked):
-        return watch_html(r, int(k or 0), picked) if r else gr.update()
+        """Unprocessed values (`preprocess=False`): the slider's bounds change with each run, and gradio would
+        refuse a position past the new maximum that the page sends as the bounds change (an error toast)."""
+        try:
+            k = int(float(k or 0))
+        except (TypeError, ValueError, OverflowError):
+            k = 0
+        picked = [p for p in picked if isinstance(p, str)] if isinstance(picked, list) else []
+        return watch_html(r, k, picked) if r else gr.update()
 
     def on_preset(name):
         """A new preset: the old story and table are stale, so they go; the preset's transcripts are ticked."""
         return None, gr.update(value=0), "", "", gr.update(choices=choices, value=handlers.shown_for(presets, name))
 
-    def read(path):
-        """Read a collect file: (records, episode menu, message); records None when the file is refused."""
+    def records_of(path) -> list[dict]:
+        """A collect file's records; a ReplayError says why not (an expired upload included)."""
         try:
-            recs = web_replay.read_records(path)
-        except web_replay.ReplayError as exc:
-            message = f"Cannot replay this file: {exc}"
+            return web_replay.read_records(path)
+        except FileNotFoundError:
+            raise web_replay.ReplayError(
+                f"the upload has expired (uploads are kept {limits.WEB_UPLOAD_TTL_S / 60:.0f} min): upload it again"
+            ) from None
         except OSError as exc:
-            message = f"Cannot read the file: {exc.strerror or exc}"
-        else:
-            labels = [(web_replay.episode_label(i, r), str(i)) for i, r in enumerate(recs)]
-            note = f"<div class='ro-info' id='replay-ok'>{len(recs)} episode(s) read: pick one to replay.</div>"
-            return recs, gr.update(choices=labels, value=None), note
-        return None, gr.update(choices=[], value=None), handlers.setup_error_html(message, "replay-error")
+            raise web_replay.ReplayError(f"cannot read the file: {exc.strerror or exc}") from None
+
+    def read(path):
+        """Read a collect file: (its path, episode menu, message); the path None when the file is refused."""
+        try:
+            recs = records_of(path)
+        except web_replay.ReplayError as exc:
+            message = handlers.setup_error_html(f"Cannot replay this file: {exc}", "replay-error")
+            return None, gr.update(choices=[], value=None), message
+        labels = [(web_replay.episode_label(i, r), str(i)) for i, r in enumerate(recs)]
+        note = f"<div class='ro-info' id='replay-ok'>{len(recs)} episode(s) read: pick one to replay.</div>"
+        return str(path), gr.update(choices=labels, value=None), note
 
     def on_upload(path):
         """An upload; a bad one is cleared from the upload, and the message says what is wrong. Only a file
@@ -383,8 +410,8 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
         if not Path(path).resolve().is_relative_to(UPLOADS):
             message = handlers.setup_error_html("Cannot replay this file: upload it with the button", "replay-error")
             return None, gr.update(choices=[], value=None), message, None
-        recs, menu, message = read(path)
-        return recs, menu, message, gr.update() if recs else None
+        kept, menu, message = read(path)
+        return kept, menu, message, gr.update() if kept else None
 
     def on_server_file(name):
         if not name:
@@ -394,19 +421,25 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
         except web_replay.ReplayError as exc:
             return None, gr.update(choices=[], value=None), handlers.setup_error_html(str(exc), "replay-error")
 
-    def on_episode(recs, index, picked):
-        if not recs or index in (None, ""):
+    def on_episode(path, index, picked):
+        if not path or index in (None, ""):
             return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
-        v, note = handlers.replay(recs[int(index)], picked or handlers.WATCH_SHOWN)
+        try:
+            recs = records_of(path)
+            record = recs[int(index)]
+        except (web_replay.ReplayError, ValueError, IndexError) as exc:
+            message = handlers.setup_error_html(f"Cannot replay this episode: {exc}", "replay-error")
+            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), message
+        v, note = handlers.replay(record, picked or handlers.WATCH_SHOWN)
         return (*show(v, v.shown), note)
 
-    run.click(on_run, [shown, setup.preset, *setup.fields], outputs)
-    step.change(redraw, [runs, step, shown], [view], queue=False)
-    shown.change(redraw, [runs, step, shown], [view], queue=False)
+    run.click(on_run, [shown, setup.preset, *setup.fields], outputs, **HEAVY_EVENT)
+    step.change(redraw, [runs, step, shown], [view], queue=False, preprocess=False)
+    shown.change(redraw, [runs, step, shown], [view], queue=False, preprocess=False)
     setup.preset.change(on_preset, [setup.preset], [runs, step, story, view, shown], queue=False)
-    upload.upload(on_upload, [upload], [records, episode, replay_msg, upload])
-    on_server.input(on_server_file, [on_server], [records, episode, replay_msg])
-    episode.input(on_episode, [records, episode, shown], [*outputs, replay_msg])
+    upload.upload(on_upload, [upload], [source, episode, replay_msg, upload], **HEAVY_EVENT)
+    on_server.input(on_server_file, [on_server], [source, episode, replay_msg], **HEAVY_EVENT)
+    episode.input(on_episode, [source, episode, shown], [*outputs, replay_msg], **HEAVY_EVENT)
 
 
 def _results_tab() -> None:
@@ -425,11 +458,13 @@ def build_release_board(
     """OpenEnv `gradio_builder`: the Release board (its story, then Play, Watch, Results)."""
     del web_manager, action_fields, metadata, is_chat_env, quick_start_md, title  # see the module docstring
     presets = web_content.load_presets()
-    with ReleaseBoard(title=TITLE) as blocks:
+    # delete_cache: Gradio also deletes uploads older than WEB_UPLOAD_TTL_S (checked each minute), and all of
+    # them when the server stops (web_app.UploadQuota deletes them on time and counts them).
+    with ReleaseBoard(title=TITLE, delete_cache=(60, int(limits.WEB_UPLOAD_TTL_S))) as blocks:
         _html(web_content.stylesheet() + INTRO.replace("{headline}", web_content.headline_html()), elem_id="intro")
         with gr.Accordion("About this server", open=False, elem_id="about-acc"):
             _html(ABOUT)
-        state = gr.State(None)
+        state = _state()
         setup = _setup(presets)
         with gr.Tabs(elem_id="board-tabs"):
             with gr.Tab("Play", id="play", elem_id="play-tab"):
@@ -444,4 +479,5 @@ def build_release_board(
     # (processing_utils._check_allowed); a mounted one never launches, so it would copy any path a
     # client names into its cache. The board is served only mounted: it counts as launched.
     blocks.has_launched = True
+    bound_board(blocks)  # the queue, threads and sessions, bounded (web_session's WEB_* limits)
     return blocks

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy
 import pytest
 from openenv.core import serialize_observation
+from websockets.exceptions import ConnectionClosed
 
 from client import (
     CapacityError,
@@ -467,8 +468,8 @@ def test_a_session_freed_by_the_idle_reaper_is_lost_and_reset_reconnects(servers
     stepped.reset(**SCENARIO)
     reset_only.reset(**SCENARIO)
     last_activity = time.monotonic()
-    # The reaper runs every 5 s and frees sessions idle for over 1 s; their sockets stay open.
-    # Both slots come free only once the reaper has freed both idle sessions.
+    # Sessions with no play for over 1 s are closed, socket and all (server/session_guard.py).
+    # Both slots come free only once both idle sessions are closed.
     asyncio.run(wait_for_free_slots(servers["reaper"], 2, timeout=20))
     assert time.monotonic() - last_activity >= 1.0  # not before the configured idle timeout
     with pytest.raises(SessionLostError, match="idle timeout") as reaped:
@@ -482,20 +483,31 @@ def test_a_session_freed_by_the_idle_reaper_is_lost_and_reset_reconnects(servers
         assert outcome_of(env, "hold_release", {"reason_code": "awaiting_fix"}) == want
 
 
-def test_the_server_names_a_reaped_session_by_code_in_its_error_frame(servers):
+def test_the_server_names_a_closed_session_by_code_in_its_error_frame(servers):
     async def main():
         async with open_socket(servers["reaper"]) as ws:
             await send(ws, {"type": "reset", "data": SCENARIO})
-            await wait_for_free_slots(servers["reaper"], 2, timeout=20)  # reaped; the socket stays open
-            return await send(
-                ws,
-                {"type": "step", "data": {"tool_name": "hold_release", "arguments": {"reason_code": "awaiting_fix"}}},
-            )
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))  # unasked: the session is closed
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return frame
 
-    reply = asyncio.run(main())
-    assert reply["type"] == "error" and reply["data"]["code"] == "EXECUTION_ERROR"  # OpenEnv's code for any raise
-    assert reply["data"]["message"].startswith(f"{SESSION_CLOSED}: ")
-    code, message = frame_code(reply["data"])
+    frame = asyncio.run(main())
+    assert frame["type"] == "error" and frame["data"]["code"] == SESSION_CLOSED
+    code, message = frame_code(frame["data"])
+    assert code == SESSION_CLOSED and "reset" in message and "SESSION_IDLE_TIMEOUT_S" in message
+
+
+def test_an_environment_closed_under_a_socket_says_so_by_code():
+    # A session the reaper frees while a socket still holds it (one attached to an HTTP MCP session)
+    # answers every call with the code inside OpenEnv's EXECUTION_ERROR (client/errors.py).
+    from server.releaseops_environment import ReleaseOpsEnvironment
+
+    env = ReleaseOpsEnvironment()
+    env.close()
+    with pytest.raises(RuntimeError) as closed:
+        env.reset(seed=1)
+    code, message = frame_code({"code": "EXECUTION_ERROR", "message": str(closed.value)})
     assert code == SESSION_CLOSED and "reset" in message and SESSION_CLOSED not in message
 
 

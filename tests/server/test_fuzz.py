@@ -31,10 +31,10 @@ junk = st.one_of(
     non_objects.map(json.dumps),  # valid JSON, not an object
     st.binary(max_size=64),  # a binary frame
     st.text(max_size=40),  # anything at all (mostly not JSON)
-    st.sampled_from([10, 1_000, 100_000]).map(lambda d: "[" * d + "]" * d),  # nested deeper than a parser allows
+    st.sampled_from([10, 1_000, 30_000]).map(lambda d: "[" * d + "]" * d),  # nested deeper than a parser allows
     # an object around them, and an object holding an int past Python's 4,300-digit limit: both open
     # like a valid message, so the guard's quick path for short objects must not let them through
-    st.sampled_from([1_000, 100_000]).map(lambda d: '{"type": "step", "data": ' + "[" * d + "]" * d + "}"),
+    st.sampled_from([1_000, 30_000]).map(lambda d: '{"type": "step", "data": ' + "[" * d + "]" * d + "}"),
     st.sampled_from([300, 5_000]).map(lambda d: '{"type": "step", "data": ' + '{"a":' * d + "1" + "}" * d + "}"),
     st.just('{"type": "step", "data": {"tool_name": ' + "7" * 5_000 + "}}"),
     st.integers(1, 60).map(
@@ -42,7 +42,10 @@ junk = st.one_of(
             {"type": "step", "data": {"tool_name": "hold_release", "arguments": {"reason_code": "x"}}}
         )[:k]
     ),
-    st.just('{"type": "step", "data": {"tool_name": "' + "x" * (1 << 21) + '"}}'),  # larger than the frame limit
+    # just under the frame limit (a larger frame is closed with 1009 by the protocol: tests/server/test_abuse.py)
+    st.just('{"type": "step", "data": {"tool_name": "' + "x" * (60 * 1024) + '"}}'),
+    # half a surrogate pair, which no reply could encode
+    st.sampled_from(["\\ud800", "\\uDFFF"]).map(lambda e: '{"type": "step", "data": {"tool_name": "' + e + '"}}'),
     st.fixed_dictionaries(
         {"type": st.text(max_size=8).filter(lambda t: t not in {"reset", "step", "state", "close", "mcp"})},
         optional={"data": non_objects},

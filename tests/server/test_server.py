@@ -84,7 +84,7 @@ INVALID_CALLS = [
     {"tool_name": "merge_pr", "arguments": {"pr_id": "pr_1"}},
     {"tool_name": "approve_proposal", "arguments": {"proposal_id": 17}},
     {"tool_name": "approve_proposal", "arguments": {"proposal_id": "p99999"}},
-    {"tool_name": "inspect_pr_diff", "arguments": {"pr_id": "x" * 100_000}},
+    {"tool_name": "inspect_pr_diff", "arguments": {"pr_id": "x" * 50_000}},
     {"tool_name": "block_proposal", "arguments": {"proposal_id": "p1", "rule_id": "S9"}},
 ]
 

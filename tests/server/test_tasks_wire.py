@@ -27,11 +27,20 @@ def test_the_task_routes_list_the_splits_counts_and_tasks(live_server):
     assert all(s["num_tasks"] == TASKS_PER_SPLIT for s in splits)
     assert post(live_server, "/num_tasks", {"split": "unseen_family"}).json() == {"num_tasks": TASKS_PER_SPLIT}
     task = post(live_server, "/task", {"split": "heldout_seeds", "index": 12}).json()["task"]
+    # An evaluation task names no family, mix or seed (tests/server/test_hidden_truth_api.py); a train task does.
     assert task == {
         "id": "heldout_seeds/12",
         "split": "heldout_seeds",
         "index": 12,
-        **task_scenario("heldout_seeds", 12),
+        "difficulty": task_scenario("heldout_seeds", 12)["difficulty"],
+        "benchmark_version": BENCHMARK_VERSION,
+    }
+    train = post(live_server, "/task", {"split": "train", "index": 12}).json()["task"]
+    assert train == {
+        "id": "train/12",
+        "split": "train",
+        "index": 12,
+        **task_scenario("train", 12),
         "benchmark_version": BENCHMARK_VERSION,
     }
     tasks = post(live_server, "/task_range", {"split": "train", "start": 3, "stop": 6}).json()["tasks"]

@@ -100,6 +100,16 @@ def _pin_to(cpus: Optional[set[int]]):
     return lambda: os.sched_setaffinity(0, cpus)
 
 
+def _stack_args(module: str) -> list[str]:
+    """uvicorn's flags for the published WebSocket limits (server/limits.py), as `releaseops-serve` runs:
+    every app the tests and benchmarks serve runs on the same stack."""
+    if module != "uvicorn":
+        return []
+    from server.limits import uvicorn_cli_args
+
+    return uvicorn_cli_args()
+
+
 @contextlib.contextmanager
 def uvicorn_process(
     app: str = "server.app:app",
@@ -124,7 +134,7 @@ def uvicorn_process(
     base_url = f"http://{host}:{port}"
     with open(log_path, "w+b") if log_path else tempfile.TemporaryFile(mode="w+b") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", module, app, "--host", host, "--port", str(port), *args],
+            [sys.executable, "-m", module, app, "--host", host, "--port", str(port), *_stack_args(module), *args],
             cwd=REPO_ROOT,
             env=child_environment(env),
             stdout=log,
