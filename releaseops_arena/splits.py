@@ -7,6 +7,7 @@ held-out mix. The held-out family and mix never appear in `train`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import numbers
@@ -55,9 +56,11 @@ def scenarios(split: str, n: int, difficulty: str | None = None, start: int = 0)
 # ----------------------------------------------------------------- tasks
 # The same splits, seen as OpenEnv's Task API sees them: every index of a split
 # is a task that fixes family, seed, difficulty and archetype mix (the i-th
-# scenario of `scenarios`). `difficulty` at reset re-targets a task at one level,
-# as `scenarios(split, n, difficulty)` does; the evaluation harness, the dataset
-# builder and the server all read tasks through `ReleaseTasks`.
+# scenario of `scenarios`; with an evaluation secret, an evaluation split's
+# scenarios in a keyed order, `private_task_scenario`). `difficulty` at reset
+# re-targets a task at one level, as `scenarios(split, n, difficulty)` does; the
+# evaluation harness, the dataset builder and the server all read tasks through
+# `ReleaseTasks`.
 
 EVALUATION_SPLITS = ("heldout_seeds", "unseen_family", "unseen_mix")
 # Where a server (and the dataset builder) read the operator's evaluation secret.
@@ -81,13 +84,46 @@ def task_scenario(split: str, index: int, difficulty: str | None = None) -> dict
     return next(scenarios(split, 1, difficulty, start=int(index)))
 
 
+def _cycle(split: str) -> int:
+    """The length of a split's public cycle: every family at every difficulty with every mix, once."""
+    spec = SPLITS[split]
+    return len(spec["families"]) * len(DIFFICULTIES) * len(spec["mixes"])
+
+
+@functools.lru_cache(maxsize=256)
+def _private_block(secret: str, split: str, block: int) -> tuple[int, ...]:
+    """The keyed order of one block of `_cycle(split)` consecutive tasks: offset o plays the public
+    draw's offset `order[o]`. Each offset's rank is an HMAC of the secret (apart from `task_token`'s
+    messages, which start with a split's name), so the order needs no random generator's algorithm."""
+    def rank(offset: int) -> bytes:
+        return hmac.new(secret.encode(), f"draw/{split}/{block}/{offset}".encode(), hashlib.sha256).digest()
+
+    return tuple(sorted(range(_cycle(split)), key=rank))
+
+
+def private_task_scenario(secret: str, split: str, index: int, difficulty: str | None = None) -> dict:
+    """The scenario arguments of task `index` of an evaluation `split` under `secret`.
+
+    Tasks come in blocks of `_cycle(split)`, each holding every family at every difficulty with every
+    mix exactly once, as the public draw's blocks do; within a block the secret shuffles which index
+    plays which, so that the public arithmetic says nothing of an index's family or mix. The seed stays
+    the index's (the secret salts the world itself), and `difficulty` re-targets the level as ever.
+    """
+    public = task_scenario(split, index, difficulty)  # checks split, index and difficulty
+    block, offset = divmod(int(index), _cycle(split))
+    drawn = next(scenarios(split, 1, difficulty, start=_private_block(secret, split, block)[offset]))
+    return {**drawn, "seed": public["seed"]}
+
+
 class ReleaseTasks:
     """OpenEnv's `TaskProvider` protocol over the four splits.
 
     `secret` is the operator's evaluation secret (empty: the public draw). It
-    salts the worlds of the evaluation splits only, so the train split stays
-    reproducible everywhere while a private evaluation cannot be rebuilt from
-    the public generator.
+    salts the worlds of the evaluation splits only, and shuffles which of their
+    indices plays which family, difficulty and mix (`private_task_scenario`), so
+    the train split stays reproducible everywhere while a private evaluation
+    cannot be rebuilt, or its tasks' families and mixes named, from the public
+    generator.
     """
 
     def __init__(self, secret: str = ""):
@@ -97,6 +133,12 @@ class ReleaseTasks:
     def private(self) -> bool:
         """Whether the evaluation splits are salted with a secret (else the public draw)."""
         return bool(self._secret)
+
+    def scenario(self, split: str, index: int, difficulty: str | None = None) -> dict:
+        """The scenario arguments task `index` of `split` really plays (at `difficulty` if given)."""
+        if self._secret and split in EVALUATION_SPLITS:
+            return private_task_scenario(self._secret, split, index, difficulty)
+        return task_scenario(split, index, difficulty)
 
     def list_splits(self) -> list[dict]:
         return [
@@ -120,7 +162,7 @@ class ReleaseTasks:
             "id": f"{split}/{index}",
             "split": split,
             "index": index,
-            **task_scenario(split, index),
+            **self.scenario(split, index),
             "benchmark_version": BENCHMARK_VERSION,
         }
 
@@ -145,7 +187,7 @@ class ReleaseTasks:
         very task another session is playing, search it for a winning line in
         scratch episodes, and play that line for real.
         """
-        scenario = task_scenario(split, index, difficulty)
+        scenario = self.scenario(split, index, difficulty)
         if not self._secret or split not in EVALUATION_SPLITS:
             return Episode(**scenario)
         expected = task_token(self._secret, split, index, difficulty)

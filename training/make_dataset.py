@@ -24,7 +24,7 @@ from datasets import Dataset
 
 from releaseops_arena.brief import PROMPT_VERSION, prompt_messages
 from releaseops_arena.catalog import BENCHMARK_VERSION
-from releaseops_arena.splits import EVALUATION_SPLITS, SECRET_ENV, task_scenario, task_token
+from releaseops_arena.splits import EVALUATION_SPLITS, SECRET_ENV, ReleaseTasks, task_token
 
 # The versions: so that datasets (and what is trained on them) of different worlds or briefs are never mixed.
 COLUMNS = ["prompt", "split", "index", "difficulty", "benchmark_version", "prompt_version"]
@@ -32,11 +32,13 @@ COLUMNS = ["prompt", "split", "index", "difficulty", "benchmark_version", "promp
 
 def rows(split: str, n: int, difficulty: str | None = None) -> list[dict]:
     """With the operator's secret in the environment, evaluation rows carry their task tokens
-    (a server with that secret refuses an evaluation task without one)."""
+    (a server with that secret refuses an evaluation task without one) and the levels the secret
+    draws for them."""
     secret = os.environ.get(SECRET_ENV, "") if split in EVALUATION_SPLITS else ""
+    tasks = ReleaseTasks(secret=secret)
     out = []
     for i in range(n):
-        level = task_scenario(split, i, difficulty)["difficulty"]
+        level = tasks.scenario(split, i, difficulty)["difficulty"]
         row = {
             "prompt": prompt_messages(),
             "split": split,

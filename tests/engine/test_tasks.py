@@ -117,7 +117,7 @@ def test_with_a_secret_an_evaluation_task_is_played_only_with_its_token():
             ValueError, match="evaluation splits are private: a reset of a unseen_mix task needs its token"
         ):
             private.episode("unseen_mix", 137, "hard", token=token)
-    assert private.episode("unseen_mix", 137, "hard", token=right).config == task_scenario("unseen_mix", 137, "hard")
+    assert private.episode("unseen_mix", 137, "hard", token=right).config == private.scenario("unseen_mix", 137, "hard")
     assert private.episode("train", 137).config == task_scenario("train", 137)  # train needs none
     episode, picked = start_episode(
         {"split": "unseen_mix", "index": 137, "difficulty": "hard", "token": right}, private
