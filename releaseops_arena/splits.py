@@ -95,6 +95,7 @@ def _private_block(secret: str, split: str, block: int) -> tuple[int, ...]:
     """The keyed order of one block of `_cycle(split)` consecutive tasks: offset o plays the public
     draw's offset `order[o]`. Each offset's rank is an HMAC of the secret (apart from `task_token`'s
     messages, which start with a split's name), so the order needs no random generator's algorithm."""
+
     def rank(offset: int) -> bytes:
         return hmac.new(secret.encode(), f"draw/{split}/{block}/{offset}".encode(), hashlib.sha256).digest()
 

@@ -37,7 +37,8 @@ TASK_KEYS = ("split", "index", "token")
 RESET_KEYS = frozenset(SCENARIO_KEYS + TASK_KEYS)
 # The operator's evaluation secret (unset: the public draw). It salts the worlds
 # of the evaluation splits' tasks, so that nobody holding this source can rebuild
-# a task from its first board (docs/evaluation.md, "The evaluation secret").
+# a task from its first board, and decides which family and mix each index plays
+# (docs/evaluation.md, "The evaluation secret").
 TASKS = ReleaseTasks(secret=os.environ.get(SECRET_ENV, ""))
 
 
@@ -105,7 +106,7 @@ class ReleaseOpsEnvironment(Environment):
 
     def _played(self) -> None:
         self.last_play = time.monotonic()
-        played()
+        played(self)
 
     def call_tool(self, tool_name: str, arguments: dict) -> dict:
         """MCP `tools/call`: the same step as a WebSocket action, returned as plain data (tools only).

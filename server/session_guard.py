@@ -67,21 +67,28 @@ def why_closed(last_play: float | None) -> str:
 class Connection:
     """One guarded socket: when it opened, when it last played, whether the app is waiting on it."""
 
-    __slots__ = ("opened", "last_play", "client", "waiting", "closed")
+    __slots__ = ("opened", "last_play", "client", "waiting", "closed", "env")
 
     def __init__(self, client: str):
         self.opened, self.last_play, self.client = time.monotonic(), None, client
         self.waiting = self.closed = False
+        self.env = None  # the environment this socket played on, once it has
 
     def deadline(self) -> float:
-        return deadline(self.opened, self.last_play)
+        last = self.last_play
+        # A socket attached to an HTTP MCP session may see its play arrive over HTTP `/mcp` instead.
+        env_last = getattr(self.env, "last_play", None)
+        if env_last is not None and (last is None or env_last > last):
+            last = env_last
+        return deadline(self.opened, last)
 
 
-def played() -> None:
+def played(env=None) -> None:
     """Called by the environment on real play: the socket serving this call keeps its slot."""
     connection = _PLAY.get()
     if connection is not None:
         connection.last_play = time.monotonic()
+        connection.env = env
 
 
 class Registry:

@@ -28,6 +28,8 @@ from releaseops_arena.splits import (
 
 SECRET = "operator-secret"
 BLOCKS = 2
+# The public draw, pinned: sha256 of the JSON of the first 200 scenarios of every split.
+PUBLIC_DRAW_SHA256 = "555ba02dec39d46cdcd2a52cd49b250484adbce72241d8dadf7b627f2c38c87f"
 
 
 def block_size(split: str) -> int:
@@ -105,9 +107,6 @@ def test_train_and_the_public_draw_are_unchanged():
     assert hashlib.sha256(draw.encode()).hexdigest() == PUBLIC_DRAW_SHA256
 
 
-PUBLIC_DRAW_SHA256 = "to-be-filled"
-
-
 def test_the_task_spec_and_the_episode_are_the_secret_draw_and_still_need_their_token():
     private = ReleaseTasks(secret=SECRET)
     for split in EVALUATION_SPLITS:
@@ -123,3 +122,16 @@ def test_the_task_spec_and_the_episode_are_the_secret_draw_and_still_need_their_
             row = {"split": split, "index": i, "difficulty": level, "token": task_token(SECRET, split, i, level)}
             episode, picked = start_episode(row, private)
             assert picked and episode.config == scenario
+
+
+def test_dataset_rows_made_with_the_secret_carry_the_levels_it_draws(monkeypatch):
+    from training.make_dataset import build
+
+    monkeypatch.setenv("RELEASEOPS_EVAL_SECRET", SECRET)
+    private = ReleaseTasks(secret=SECRET)
+    for split in EVALUATION_SPLITS:
+        rows = build(split, 24).to_list()
+        assert [row["difficulty"] for row in rows] == [private.scenario(split, i)["difficulty"] for i in range(24)]
+        for row in rows:  # each row plays its task's secret draw, at its own level
+            episode, _ = start_episode(row, private)
+            assert episode.config == private.scenario(split, row["index"])

@@ -40,6 +40,7 @@ RESET = json.dumps({"type": "reset", "data": {"seed": 1}})
 ASK = json.dumps(
     {"type": "step", "data": {"tool_name": "ask_worker", "arguments": {"worker_id": "qa_triage", "question_type": "x"}}}
 )
+ASK_ARGS = {"worker_id": "qa_triage", "question_type": "policy_basis"}
 JUNK_STEP = json.dumps({"type": "step", "data": {"tool_name": "inspect_ci_run", "arguments": {"run_id": "nope"}}})
 
 
@@ -89,6 +90,13 @@ async def free_slots(base: str, timeout: float) -> float:
 
 
 # ------------------------------------------------------------------ slots
+
+
+def _rpc(base: str, method: str, params: dict) -> dict:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    request = urllib.request.Request(base + "/mcp", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
 
 
 def test_sockets_that_never_reset_lose_their_slots_within_the_claim_bound(server):
@@ -166,10 +174,7 @@ def test_http_mcp_sessions_are_held_to_the_same_bound(server):
     base, _, _ = server
 
     def rpc(method: str, params: dict) -> dict:
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-        request = urllib.request.Request(base + "/mcp", body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.loads(response.read())
+        return _rpc(base, method, params)
 
     sessions = [rpc("openenv/session/create", {})["result"]["session_id"] for _ in range(SLOTS)]
     assert "error" in rpc("openenv/session/create", {})  # all four slots are taken
@@ -182,6 +187,31 @@ def test_http_mcp_sessions_are_held_to_the_same_bound(server):
     assert asyncio.run(free_slots(base, timeout=SLACK_S + 2)) < SLACK_S + 2
     reply = rpc("tools/list", {"session_id": sessions[0]})
     assert "Unknown session_id" in reply["error"]["message"]
+
+
+def test_play_over_http_keeps_the_socket_of_an_attached_session(server):
+    # OpenEnv's MCP client in production mode: a session over HTTP, a socket attached for reset,
+    # then the tools called over HTTP `/mcp`. That play counts for the socket too.
+    base, _, _ = server
+    asyncio.run(free_slots(base, timeout=CLAIM_S + SLACK_S + 2))
+    sid = _rpc(base, "openenv/session/create", {})["result"]["session_id"]
+
+    async def main():
+        async with connect(ws_url(base) + f"?session_id={sid}") as ws:
+            await ws.send(RESET)
+            assert json.loads(await ws.recv())["type"] == "observation"
+            end = time.monotonic() + IDLE_S * 2
+            while time.monotonic() < end:
+                reply = await asyncio.to_thread(
+                    _rpc, base, "tools/call", {"session_id": sid, "name": "ask_worker", "arguments": ASK_ARGS}
+                )
+                assert "result" in reply, reply
+                await asyncio.sleep(IDLE_S / 3)
+            await ws.send(json.dumps({"type": "state"}))
+            return json.loads(await ws.recv())
+
+    state = asyncio.run(main())
+    assert state["type"] == "state" and state["data"]["step_count"] >= 4
 
 
 @pytest.fixture(scope="module")

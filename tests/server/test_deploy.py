@@ -58,9 +58,9 @@ def test_the_deployment_matches_the_validation_manifest_and_the_server_settings(
     assert service["clusterIP"] == "None"
     assert service["selector"].items() <= pod["metadata"]["labels"].items()
     # Every ConfigMap key is a setting the server documents and reads.
-    settings = (REPO_ROOT / "server" / "app.py").read_text()
+    settings = "".join((REPO_ROOT / "server" / name).read_text() for name in ("app.py", "limits.py"))
     for key in docs["ConfigMap"]["data"]:
-        assert f'_setting("{key}"' in settings or f'os.environ.get("{key}"' in settings, key
+        assert f'setting("{key}"' in settings or f'os.environ.get("{key}"' in settings, key
 
 
 def test_the_readme_capacity_arithmetic_uses_the_shipped_settings():

@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, ReleaseOpsToolEnv
-from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION
-from releaseops_arena.splits import SPLITS, TASKS_PER_SPLIT, task_scenario, task_token
+from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION, END_EPISODE
+from releaseops_arena.splits import EVALUATION_SPLITS, SPLITS, TASKS_PER_SPLIT, ReleaseTasks, task_scenario, task_token
 from tests.live_server import (
     run_live_server,
 )
@@ -137,11 +137,23 @@ def test_the_operator_secret_salts_evaluation_tasks_and_never_reaches_the_wire()
             # and the session plays on.
             refused = await send(ws, {"type": "reset", "data": {"split": "unseen_mix", "index": 2}})
             again = await send(ws, {"type": "reset", "data": {"split": "train", "index": 2}})
-            return replies, refused, again
+            # Once an evaluation task is over, `state` tells the scenario the secret drew for it.
+            ended = {}
+            for split in EVALUATION_SPLITS:
+                await send(ws, {"type": "reset", "data": {"split": split, "index": 2, "token": token[split]}})
+                await send(ws, {"type": "step", "data": {"tool_name": END_EPISODE, "arguments": {}}})
+                ended[split] = (await send(ws, {"type": "state"}))["data"]
+            return replies, refused, again, ended
 
     with run_live_server(env={"RELEASEOPS_EVAL_SECRET": secret}) as base:
-        private, refused, again = asyncio.run(first_boards(base))
+        private, refused, again, ended = asyncio.run(first_boards(base))
         meta = httpx.get(base + "/metadata", timeout=10).json()
+    for split, state in ended.items():
+        drawn = ReleaseTasks(secret=secret).scenario(split, 2)
+        assert state["done"] and {key: state[key] for key in drawn} == drawn
+    assert any(  # the secret's draw, not the public arithmetic's
+        ReleaseTasks(secret=secret).scenario(split, 2) != task_scenario(split, 2) for split in EVALUATION_SPLITS
+    )
     public = [ReleaseOpsToolEnv().reset(split=split, index=2) for split in SPLITS]
     boards = [m["data"]["observation"]["text"] for m in private[:-1]]
     assert boards[0] == public[0]  # train: the same world on every host

@@ -4,7 +4,11 @@
         python -m tools.bench._uvicorn_wrap server.app:app --port 8002
 
 Same arguments and uvicorn settings as `python -m uvicorn APP --host H --port P
---log-level L`. Environment switches:
+--log-level L` with server/limits.py's flags (`uvicorn.run(**limits.uvicorn_options())`, as
+`releaseops-serve` runs): the served stack, permessage-deflate off. Environment switches:
+
+* BENCH_WS_DEFLATE=1: permessage-deflate on (uvicorn's own default, which the served
+  stack turns off), for the what-if that measures what compression would cost.
 
 * BENCH_GC_FREEZE=1: import the app, `gc.collect()` then `gc.freeze()` before
   serving (what server/app.py does itself at import; this applies it to any app,
@@ -119,6 +123,16 @@ def _install_timers() -> dict:
     return acc
 
 
+def stack_options() -> dict:
+    """server/limits.py's uvicorn settings (the served stack), deflate turned on by BENCH_WS_DEFLATE=1."""
+    from server.limits import uvicorn_options
+
+    options = uvicorn_options()
+    if os.environ.get("BENCH_WS_DEFLATE") == "1":
+        options["ws_per_message_deflate"] = True
+    return options
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("app")
@@ -172,7 +186,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: None)
     signal.signal(signal.SIGINT, lambda *_: None)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, **stack_options())
     finally:
         if timers_out:
             with open(timers_out, "w") as f:

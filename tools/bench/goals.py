@@ -2,7 +2,7 @@
 the notes and the token counts all read their thresholds from `GOALS`.
 
 A goal reads its measured value from one run's results, a dict with the parts'
-JSON under "engine", "tokens" and "server" (see `tools/bench/run_all.py`). Nothing here
+JSON under "engine", "tokens", "server" and "abuse" (see `tools/bench/run_all.py`). Nothing here
 measures; a part's JSON holds only measurements.
 """
 
@@ -59,18 +59,11 @@ def at_64(results: dict) -> dict:
     return {row["sessions"]: row for row in results["server"]["load"]["table"]}[64]
 
 
-def variant_row(results: dict, compression, floors_on_loop: bool = False) -> Optional[dict]:
-    """The what-if row at 64 sessions whose client offered `compression` ("deflate" or None) and whose
-    floors stepped on the event loop or not; None when that what-if did not run."""
+def variant_row(results: dict, key: str) -> Optional[dict]:
+    """The what-if row at 64 sessions named `key` (`tools/bench/load.py:VARIANTS`: "served", "deflate" for
+    permessage-deflate turned on, "loop" for the floors stepping on the event loop); None when it did not run."""
     rows = results["server"].get("variants", {}).get("table", [])
-    return next(
-        (
-            row
-            for row in rows
-            if row.get("compression", "") == compression and bool(row.get("floors_on_loop")) == floors_on_loop
-        ),
-        None,
-    )
+    return next((row for row in rows if row.get("key") == key), None)
 
 
 def _required(row: Optional[dict], what: str) -> dict:
@@ -79,14 +72,9 @@ def _required(row: Optional[dict], what: str) -> dict:
     return row
 
 
-def plain_64(results: dict) -> dict:
-    """The what-if at 64 sessions without permessage-deflate (the client offered no compression)."""
-    return _required(variant_row(results, None), "without permessage-deflate")
-
-
 def loop_64(results: dict) -> dict:
     """The what-if at 64 sessions where both floors step on the event loop, as ours does."""
-    return _required(variant_row(results, "deflate", floors_on_loop=True), "with the floors on the event loop")
+    return _required(variant_row(results, "loop"), "with the floors on the event loop")
 
 
 def _ratio_goal(what: str, op: str, limit: float, row_of: Callable[[dict], dict], key: str) -> Goal:
@@ -142,6 +130,31 @@ def _tokens_max(results: dict, key: str) -> float:
     return max(p[key]["max"] for d in results["tokens"]["by_difficulty"].values() for p in d["policies"].values())
 
 
+def _abuse(results: dict, piece: str) -> dict:
+    return results["abuse"][piece]
+
+
+def _frames_detail(results: dict) -> str:
+    m = _abuse(results, "memory")
+    return (
+        f"{m['rss_peak_mb']:,.0f} MB peak (before {m['rss_before_mb']:,.0f}, after {m['rss_after_mb']:,.0f}; "
+        f"manifest {m['declared_mb']})"
+    )
+
+
+def _polite_bound(results: dict, limit: float) -> float:
+    f = _abuse(results, "fairness")
+    return max(limit * f["alone"]["p99_ms"], f["bound_floor_ms"])
+
+
+def _polite_detail(results: dict) -> str:
+    f = _abuse(results, "fairness")
+    return (
+        f"{f['flooded']['p99_ms']:.2f} ms (alone {f['alone']['p99_ms']:.2f} ms, so "
+        f"{f['flooded']['p99_ms'] / f['alone']['p99_ms']:.2f}x; bound {_polite_bound(results, 2.0):.2f} ms)"
+    )
+
+
 def _soak(results: dict) -> dict:
     return results["server"]["soak"]
 
@@ -182,10 +195,11 @@ GOALS: dict[str, Goal] = {
     "server_p99_64": _ratio_goal(
         "server p99 step latency at 64 sessions, ours / text echo", "<=", 1.25, at_64, "p99_ratio"
     ),
-    "server_throughput_64_plain": _ratio_goal(
-        "the same throughput without permessage-deflate", ">=", THROUGHPUT_GOAL, plain_64, "throughput_ratio"
+    # The goal above counts steps only; a trainer waits on its resets too (an independent harness counted
+    # them). Judged the same way, so that a tail the resets make is seen (tools/bench/notes.py:tail).
+    "server_p99_64_resets": _ratio_goal(
+        "the same p99 with reset round trips counted", "<=", 1.25, at_64, "p99_resets_ratio"
     ),
-    "server_p99_64_plain": _ratio_goal("the same p99 without permessage-deflate", "<=", 1.25, plain_64, "p99_ratio"),
     # Ours steps on the event loop, the floors in OpenEnv's session executor (its default). The
     # dispatch is ours to design, but an adversary would ask what is left once the floors skip the
     # executor too: these rows judge ours against floors that do.
@@ -237,6 +251,26 @@ GOALS: dict[str, Goal] = {
         lambda r: r["server"]["workers"]["speedup"],
         digits=2,
         detail=_workers_detail,
+    ),
+    "abuse_frames_rss": Goal(
+        "peak server RSS, 64 clients sending 16 MiB and compressed frames at once",
+        "<=",
+        512,
+        "MB",
+        lambda r: _abuse(r, "memory")["rss_peak_mb"],
+        bound=lambda r, limit: _abuse(r, "memory")["declared_mb"],
+        wording="under openenv.yaml's memory_mb ({limit:g} MB)",
+        detail=_frames_detail,
+    ),
+    "abuse_polite_p99": Goal(
+        "a polite client's p99 round trip beside a flooding client",
+        "<=",
+        2.0,
+        "ms",
+        lambda r: _abuse(r, "fairness")["flooded"]["p99_ms"],
+        bound=_polite_bound,
+        wording="<= max({limit:g}x its p99 alone, 10 ms)",
+        detail=_polite_detail,
     ),
     "rss_per_session_64": Goal(
         "server RSS per live session (64 sessions)",

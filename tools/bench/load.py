@@ -4,9 +4,13 @@ Three servers on the same stack: ours, the text echo (`tools/bench/text_echo_app
 texts, no engine; the floor the goals use) and the bare echo (`tools/bench/echo_app.py`, for
 reference). For each round and concurrency they are driven back to back (the order
 rotating), each for a warm-up then a fixed window. Ratios are taken per round and
-their medians reported. The what-ifs repeat the 64-session comparison as served and
-without permessage-deflate, counting full collections through `gc.callbacks`
-inside the servers. The workers piece runs ours with 1 and with 2 uvicorn worker
+their medians reported. Every server runs on the served stack: uvicorn with
+server/limits.py's flags (permessage-deflate off, so the client's offer is declined;
+each handshake is checked). The what-ifs repeat the 64-session comparison as served,
+with permessage-deflate turned on (uvicorn's default, not served) and with the floors
+stepping on the event loop, counting full collections through `gc.callbacks` inside
+the servers. Beside the step p99 (the goals'), every row keeps the p99 with reset
+round trips counted and without the steps that end a release phase, to read the tail. The workers piece runs ours with 1 and with 2 uvicorn worker
 processes, servers and load client all on every core, sharing them as a trainer on one machine would.
 """
 
@@ -36,6 +40,17 @@ COMPARED = (
     "reply_bytes_p50",
     "reply_bytes_p99",
     "mean_reply_bytes",
+    "p99_with_resets_ms",
+    "p99_without_phase_ends_ms",
+    "reset_p50_ms",
+    "reset_p99_ms",
+    "phase_end_p99_ms",
+)
+# per-round ratios of ours to each floor: (ratio key, measure)
+RATIOS = (
+    ("p99_ratio", "p99_ms"),
+    ("p99_resets_ratio", "p99_with_resets_ms"),
+    ("p99_no_phase_ends_ratio", "p99_without_phase_ends_ms"),
 )
 COMPARED_LOAD = COMPARED + ("client_cpu", "resets_per_s")
 
@@ -66,15 +81,21 @@ def compare(runs: dict[str, list[dict]], keys: tuple[str, ...]) -> dict:
     ours = runs["ours"]
     for suffix, floor in FLOORS.items():
         tr = [o["throughput"] / e["throughput"] for o, e in zip(ours, runs[floor])]
-        pr = [o["p99_ms"] / e["p99_ms"] for o, e in zip(ours, runs[floor])]
         row.update(
             {
                 f"throughput_ratio{suffix}": med(tr),
-                f"p99_ratio{suffix}": med(pr),
                 f"throughput_ratio{suffix}_range": [min(tr), max(tr)],
-                f"p99_ratio{suffix}_range": [min(pr), max(pr)],
             }
         )
+        for name, key in RATIOS:
+            pr = [o[key] / e[key] for o, e in zip(ours, runs[floor])]
+            row.update(
+                {
+                    f"{name}{suffix}": med(pr),
+                    f"{name}{suffix}_range": [min(pr), max(pr)],
+                    f"{name}{suffix}_by_round": pr,
+                }
+            )
     row["cpu_us_minus_text_echo"] = med(
         [o["server_cpu_us_per_step"] - e["server_cpu_us_per_step"] for o, e in zip(ours, runs["text_echo"])]
     )
@@ -87,7 +108,8 @@ def _log(prefix: str, name: str, res: dict) -> None:
     print(
         f"  {prefix} {name:9s}: {res['throughput']:7.0f} steps/s p50 {res['p50_ms']:.2f} ms p99 "
         f"{res['p99_ms']:.2f} ms server cpu {res['server_cpu']:.2f} client cpu {res['client_cpu']:.2f} "
-        f"reply {res['reply_bytes_p50']:.0f}/{res['reply_bytes_p99']:.0f} B",
+        f"reply {res['reply_bytes_p50']:.0f}/{res['reply_bytes_p99']:.0f} B; p99 with resets "
+        f"{res['p99_with_resets_ms']:.2f} ms, reset p99 {res['reset_p99_ms']:.2f} ms",
         flush=True,
     )
 
@@ -108,35 +130,38 @@ async def load(replays: list[Replay], rounds: int, warmup_s: float, window_s: fl
     return {"rounds": rounds, "warmup_s": warmup_s, "window_s": window_s, "table": table, "raw": results}
 
 
-# (label, client compression, floors on the event loop): each row changes one thing, the servers
-# run as shipped otherwise. Ours steps on the event loop (server/releaseops_environment.py), the
-# floors in OpenEnv's session executor unless the row says otherwise.
+# (key, label, permessage-deflate on, floors on the event loop): each row changes one thing, the
+# servers run as served otherwise (server/limits.py's uvicorn settings, deflate off). The client always
+# offers permessage-deflate, as OpenEnv's client does. Ours steps on the event loop
+# (server/releaseops_environment.py), the floors in OpenEnv's session executor unless the row says otherwise.
 VARIANTS = (
-    ("permessage-deflate (as served)", "deflate", False),
-    ("no permessage-deflate", None, False),
-    ("floors also step on the event loop", "deflate", True),
+    ("served", "as served (no permessage-deflate)", False, False),
+    ("deflate", "permessage-deflate on (uvicorn's default, not served)", True, False),
+    ("loop", "floors also step on the event loop", False, True),
 )
-PLAIN = VARIANTS[1][0]
-LOOP = VARIANTS[2][0]
 
 
 async def variants(
     replays: list[Replay], rounds: int, warmup_s: float, window_s: float, server_cpus: set[int], sessions: int = 64
 ) -> dict:
-    """Ours against both floors at 64 sessions, with and without permessage-deflate, and with the floors
-    stepping on the event loop as ours does (`tools/bench/_uvicorn_wrap.py` serves all three and logs their
-    full collections)."""
+    """Ours against both floors at 64 sessions as served, with permessage-deflate turned on, and with the
+    floors stepping on the event loop as ours does (`tools/bench/_uvicorn_wrap.py` serves all three on the
+    served stack and logs their full collections)."""
     out = []
-    for label, compression, floors_on_loop in VARIANTS:
+    for key, label, deflate, floors_on_loop in VARIANTS:
         res: dict[str, list[dict]] = {name: [] for name, _ in SERVERS}
         with tempfile.TemporaryDirectory(prefix="releaseops_bench_gc_") as tmp:
             logs = {name: str(Path(tmp) / f"{name}.json") for name in res}
             env_of = {
-                name: {"BENCH_GC_LOG": path, **({"BENCH_LOOP_STEP": "1"} if floors_on_loop and name != "ours" else {})}
+                name: {
+                    "BENCH_GC_LOG": path,
+                    **({"BENCH_LOOP_STEP": "1"} if floors_on_loop and name != "ours" else {}),
+                    **({"BENCH_WS_DEFLATE": "1"} if deflate else {}),
+                }
                 for name, path in logs.items()
             }
             with three_servers(server_cpus, module="tools.bench._uvicorn_wrap", env_of=env_of) as servers:
-                await warm_up(servers, replays, compression=compression)
+                await warm_up(servers, replays, deflate=deflate)
                 for r in range(rounds):
                     for name in rotated(r):
                         url, pid = servers[name]
@@ -149,19 +174,20 @@ async def variants(
                                 warmup_s,
                                 window_s,
                                 echo=name == "echo",
-                                compression=compression,
+                                deflate=deflate,
                             )
                         )
                         _log(f"{label}, round {r + 1}", name, res[name][-1])
                         await asyncio.sleep(0.3)
             # the servers have stopped, so their logs are written
             gc_logs = {name: json.loads(Path(path).read_text()) for name, path in logs.items()}
-        row = {"variant": label, "compression": compression, "floors_on_loop": floors_on_loop, **compare(res, COMPARED)}
+        row = {"key": key, "variant": label, "deflate": deflate, "floors_on_loop": floors_on_loop, **compare(res, COMPARED)}
         for name in res:
             row.update({f"{name}_{k}": v for k, v in full_collections(gc_logs[name], res[name]).items()})
         print(
             f"  {label}: ours/text echo {row['throughput_ratio']:.2f}x, p99 {row['p99_ratio']:.2f}x; ours/bare echo "
-            f"{row['throughput_ratio_bare']:.2f}x, p99 {row['p99_ratio_bare']:.2f}x; extensions "
+            f"{row['throughput_ratio_bare']:.2f}x, p99 {row['p99_ratio_bare']:.2f}x; p99 with resets counted "
+            f"{row['p99_resets_ratio']:.2f}x, without phase ends {row['p99_no_phase_ends_ratio']:.2f}x; extensions "
             f"{row['extensions']}",
             flush=True,
         )
@@ -198,7 +224,8 @@ def ours_with_workers(n: int, cpus: set[int]):
     a connection, and /health answers as soon as one is up."""
     with tempfile.TemporaryDirectory(prefix="releaseops_bench_workers_") as tmp:
         log = Path(tmp) / "server.log"
-        args = ("--workers", str(n), "--timeout-worker-healthcheck", "60", "--log-level", "info", "--no-access-log")
+        # server/limits.py's flags (`--timeout-worker-healthcheck 60` among them) come with the launcher
+        args = ("--workers", str(n), "--log-level", "info", "--no-access-log")
         with bench_server(OURS, env={"WEB_CONCURRENCY": str(n)}, args=args, log_path=log, cpus=cpus) as (url, pid):
             deadline = time.monotonic() + 120
             while log.read_text(errors="replace").count("Application startup complete") < n:

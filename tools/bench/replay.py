@@ -4,7 +4,9 @@ A session is one WebSocket: `{"type":"reset","data":scenario}`, then one
 `{"type":"step","data":{"tool_name":..., "arguments":...}}` per recorded call.
 Every reply is checked: ours and the text echo must return exactly the text the
 in-process run saw, the bare echo the tool name. `drive` opens N sessions, replays through a warm-up
-and a window, and reports what completed inside the window.
+and a window, and reports what completed inside the window: step latencies (the figures the goals use),
+and beside them the reset round trips and the steps that end a release phase (or the episode), kept apart
+so that the tail can be read with and without them.
 """
 
 from __future__ import annotations
@@ -39,17 +41,26 @@ class Replay:
     steps: list[str]
     tools: list[str]
     expected: list[str | None]
+    # steps whose result ends a release phase or the episode (`"phase_end":true` or an `outcome`):
+    # the engine's dearer steps, about 4 ordinary ones each
+    phase_end: list[bool] = field(default_factory=list)
+
+
+def ends_phase(text: str | None) -> bool:
+    return bool(text) and ('"phase_end":true' in text or '"outcome":' in text)
 
 
 def encode(episodes: list[dict]) -> list[Replay]:
     out = []
     for ep in episodes:
+        expected = [r if r is not None else e for r, e in zip(ep["results"], ep["errors"])]
         out.append(
             Replay(
                 reset=json.dumps({"type": "reset", "data": ep["scenario"]}),
                 steps=[json.dumps({"type": "step", "data": {"tool_name": t, "arguments": a}}) for t, a in ep["calls"]],
                 tools=[t for t, _ in ep["calls"]],
-                expected=[r if r is not None else e for r, e in zip(ep["results"], ep["errors"])],
+                expected=expected,
+                phase_end=[ends_phase(x) for x in expected],
             )
         )
     return out
@@ -64,7 +75,9 @@ class Clock:
 
 @dataclass
 class Tally:
-    latencies: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)  # steps, inside the window
+    ends_phase: list[bool] = field(default_factory=list)  # beside `latencies`: that step ended a phase
+    reset_latencies: list[float] = field(default_factory=list)  # reset round trips, inside the window
     steps_in_window: int = 0
     resets_in_window: int = 0
     steps: int = 0
@@ -152,6 +165,7 @@ async def worker(
                 ws = await open_session(base, rep.reset, compression=compression)
                 reset_done = True
             if not reset_done:
+                t0 = pc()
                 await ws.send(rep.reset)
                 reply = json.loads(await ws.recv())
                 if reply.get("type") != "observation":
@@ -159,6 +173,8 @@ async def worker(
                 t = pc()
                 if clock.t_start <= t <= clock.t_end:
                     tally.resets_in_window += 1
+                    if t0 >= clock.t_start:
+                        tally.reset_latencies.append(t - t0)
             reset_done = False
             if await _play_steps(ws, rep, clock, tally, echo):
                 played += 1
@@ -170,7 +186,7 @@ async def worker(
 async def _play_steps(ws, rep: Replay, clock: Clock, tally: Tally, echo: bool) -> bool:
     """Send one episode's steps, timing and checking each reply; False if the clock stopped it."""
     pc = time.perf_counter
-    for msg, tool, expected in zip(rep.steps, rep.tools, rep.expected):
+    for msg, tool, expected, phase_end in zip(rep.steps, rep.tools, rep.expected, rep.phase_end):
         if pc() >= clock.stop_at:
             return False
         t0 = pc()
@@ -185,6 +201,7 @@ async def _play_steps(ws, rep: Replay, clock: Clock, tally: Tally, echo: bool) -
             tally.window_reply_bytes.append(len(raw))
             if t0 >= clock.t_start:
                 tally.latencies.append(t1 - t0)
+                tally.ends_phase.append(phase_end)
         reply = json.loads(raw)
         if reply.get("type") != "observation":
             tally.errors += 1
@@ -229,16 +246,22 @@ async def drive(
     window_s: float,
     echo: bool,
     compression: str | None = "deflate",
+    deflate: bool = False,
 ) -> dict:
-    """Open `sessions` sessions, replay for warm-up + window, close them; measure the window."""
+    """Open `sessions` sessions, replay for warm-up + window, close them; measure the window.
+
+    The client offers permessage-deflate (`compression`, as OpenEnv's client does); the served stack
+    declines it, and the run stops if a server agrees to it unless `deflate` says it was turned on."""
     sockets = await open_sessions(base, replays, sessions, compression=compression)
     clock, tally = Clock(), Tally()
     clock.t_start = time.perf_counter() + warmup_s
     clock.t_end = clock.t_start + window_s
     clock.stop_at = clock.t_end + 0.05
     agreed = {extensions(ws) for ws in sockets}
-    if compression is None and agreed != {None}:
-        raise RuntimeError(f"asked for no compression, but the server agreed to {agreed}")
+    if not deflate and agreed != {None}:
+        raise RuntimeError(f"the served stack declines permessage-deflate, but the server agreed to {agreed}")
+    if deflate and (compression is None or None in agreed):
+        raise RuntimeError(f"permessage-deflate was turned on, but the handshakes agreed to {agreed}")
     me = os.getpid()
     cpu = {}
 
@@ -265,8 +288,14 @@ async def drive(
     span = cpu["t1"] - cpu["t0"]
     by_pid = {p: (cpu["server1"][p] - cpu["server0"].get(p, 0.0)) / span for p in cpu["server1"]}
     server_cpu_s = sum(by_pid.values()) * span
-    lat = tally.latencies
+    lat, resets = tally.latencies, tally.reset_latencies
+    plain = [x for x, ends in zip(lat, tally.ends_phase) if not ends]
+    heavy = [x for x, ends in zip(lat, tally.ends_phase) if ends]
     sizes = tally.window_reply_bytes
+
+    def ms(xs: list[float], q: float) -> float:
+        return percentile(xs, q) * 1e3 if xs else float("nan")
+
     return {
         "sessions": sessions,
         "steps_in_window": tally.steps_in_window,
@@ -275,6 +304,15 @@ async def drive(
         "p50_ms": percentile(lat, 50) * 1e3 if lat else float("nan"),
         "p99_ms": percentile(lat, 99) * 1e3 if lat else float("nan"),
         "latency_samples": len(lat),
+        # the tail read other ways: every round trip (resets counted), steps that end no phase, resets alone
+        "p99_with_resets_ms": ms(lat + resets, 99),
+        "p99_without_phase_ends_ms": ms(plain, 99),
+        "reset_p50_ms": ms(resets, 50),
+        "reset_p99_ms": ms(resets, 99),
+        "reset_samples": len(resets),
+        "phase_end_p50_ms": ms(heavy, 50),
+        "phase_end_p99_ms": ms(heavy, 99),
+        "phase_end_samples": len(heavy),
         "server_cpu": server_cpu_s / span,
         "server_cpu_us_per_step": server_cpu_s / max(1, tally.steps_in_window) * 1e6,
         # cores used by each server process, the busiest first (one entry per uvicorn worker, and the supervisor)
@@ -295,7 +333,8 @@ async def warm_up(
     replays: list[Replay],
     window_s: float = 0.8,
     compression: str | None = "deflate",
+    deflate: bool = False,
 ) -> None:
     """4 sessions on each server for a moment (imports, first sessions, caches), not measured."""
     for name, (url, pid) in servers.items():
-        await drive(url, pid, 4, replays, 0.2, window_s, echo=name == "echo", compression=compression)
+        await drive(url, pid, 4, replays, 0.2, window_s, echo=name == "echo", compression=compression, deflate=deflate)
