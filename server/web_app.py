@@ -10,15 +10,14 @@ environment. Agents play over `/ws`, one session each.
 
 The board is anonymous and shares the process (and its event loop) with `/ws`, so
 what one visitor can make it hold or do is bounded (`web_session`'s WEB_* limits):
-`bound_board` sets the Blocks' queue, threads and session capacity before the
-mount, and `drop_shared_playground` bounds the mounted app: no deep-link route,
-a quota on what the upload route keeps, and a sweep of idle sessions.
+`web_queue.bound_board` sets the Blocks' queue, threads and session capacity
+before the mount, and `drop_shared_playground` bounds the mounted app: no
+deep-link route, a quota on what the upload route keeps, and a sweep of idle sessions.
 gradio is imported only inside these functions: it costs seconds of start-up.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -31,8 +30,6 @@ SHARED_ROUTES = ("/web/reset", "/web/step", "/web/state", "/ws/ui")
 # Gradio's deep-link route writes the session's whole page config (~110 kB) to its temporary folder on
 # every GET and never deletes it; the board offers no deep-link button, so the route goes.
 DEEP_LINK_ROUTE = "/gradio_api/deep_link"
-# The concurrency id of the heavy events (web_ui wires Watch, uploads and replays onto it).
-HEAVY = "board-heavy"
 
 
 def build_release_board(*args):
@@ -49,60 +46,6 @@ def drop_shared_playground(app) -> None:
     for route in app.router.routes:
         if getattr(route, "path", None) == "/web" and hasattr(getattr(route, "app", None), "get_blocks"):
             guard_mount(route)
-
-
-# ------------------------------------------------------------------ the queue (before the mount)
-
-
-def client_of(request) -> str:
-    """A request's client address (uvicorn puts a trusted proxy's X-Forwarded-For there)."""
-    client = getattr(request, "client", None)
-    return client.host if client else ""
-
-
-def refusal(queue, fn, session: str | None, client: str) -> str | None:
-    """Why one more event of `fn` may not join the queue now, or None. Counts the events queued or
-    running (Gradio drops an event from `event_ids_to_events` when it ends)."""
-    events = list(queue.event_ids_to_events.values())
-    mine = [e for e in events if e.session_hash == session]
-    theirs = [e for e in events if client_of(e.request) == client]
-    if fn.concurrency_id == HEAVY:
-        heavy = [e for e in events if e.concurrency_id == HEAVY]
-        if sum(e.concurrency_id == HEAVY for e in mine) >= limits.WEB_HEAVY_PER_SESSION:
-            return "Your last run (Watch, upload or replay) is still going: wait for it, then try again."
-        if sum(e.concurrency_id == HEAVY for e in theirs) >= limits.WEB_HEAVY_PER_CLIENT:
-            return "Too many runs from your address at once: wait for one to finish, then try again."
-        if len(heavy) >= limits.WEB_HEAVY_QUEUE_MAX:
-            return "The board is busy with other visitors' runs: try again in a few seconds."
-    if len(mine) >= limits.WEB_EVENTS_PER_SESSION or len(theirs) >= limits.WEB_EVENTS_PER_CLIENT:
-        return "Too many requests at once: wait for the last ones to finish."
-    return None
-
-
-def bound_board(blocks) -> None:
-    """The Blocks' queue and threads, bounded per visitor and in all (web_session's WEB_* limits)."""
-    from fastapi import HTTPException
-
-    blocks.max_threads = limits.WEB_WORKER_THREADS  # also the queue's concurrent jobs, and Gradio's thread limiter
-    blocks.state_session_capacity = limits.WEB_MAX_SESSIONS  # read by the StateHolder at the mount
-    blocks.queue(max_size=limits.WEB_QUEUE_MAX, default_concurrency_limit=1)
-    # Queued events only join through the queue: with `api_open`, /gradio_api/run/<name> would run them
-    # directly, past every bound below.
-    blocks.api_open = False
-    queue = blocks._queue
-    push, lock = queue.push, asyncio.Lock()
-
-    async def bounded_push(body, request, username):
-        fn = blocks.fns.get(body.fn_index) if body.fn_index is not None else None
-        if fn is None:
-            return await push(body, request, username)
-        async with lock:  # the count and the join are one step: two joins at once cannot both pass
-            why = refusal(queue, fn, body.session_hash, client_of(request))
-            if why:
-                raise HTTPException(status_code=429, detail=why)  # the page shows the detail as an error
-            return await push(body, request, username)
-
-    queue.push = bounded_push
 
 
 # ------------------------------------------------------------------ the mounted app

@@ -28,14 +28,14 @@ from releaseops_arena import catalog
 from . import web_content, web_replay
 from . import web_handlers as handlers
 from . import web_session as limits
-from .web_app import HEAVY, bound_board
 from .web_handlers import BUTTONS, GROUPS, MENUS, Picks, PlayView, WatchView
+from .web_queue import HEAVY, bound_board
 from .web_render import board_html, meters_html, watch_html
 
 TITLE = "ReleaseOps Arena · Release board"
 UPLOADS = Path(get_upload_folder()).resolve()  # where Gradio keeps what its upload route received
 # The heavy events (Watch, reading an upload, a replay) run one at a time on one queue, and a session
-# may have one of them queued or running (web_app.bound_board refuses the next one at once).
+# may have one of them queued or running (web_queue.bound_board refuses the next one at once).
 HEAVY_EVENT = {"concurrency_id": HEAVY, "concurrency_limit": 1}
 # The story, first: what a supervisor is, the two demo seeds, the headline numbers.
 INTRO = (
