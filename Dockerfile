@@ -38,7 +38,11 @@ RUN pip install --no-cache-dir --no-deps . \
  && rm -rf build ./*.egg-info
 
 USER user
-ENV HOME=/home/user \
+# A Space's visitors arrive through Hugging Face's proxy, which passes each one's address in
+# X-Forwarded-For: uvicorn takes it from peers on private networks only (never from the open
+# internet, where the header is the client's to forge), so per-address limits see each visitor.
+ENV FORWARDED_ALLOW_IPS="127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16" \
+    HOME=/home/user \
     PATH=/home/user/.local/bin:$PATH \
     ENABLE_WEB_INTERFACE=true \
     ENV_README_PATH=/home/user/app/README.md \
