@@ -39,13 +39,21 @@ import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import psutil
 from websockets.asyncio.client import connect
 
-from tools.bench.common import REPO_ROOT, allowed_cpus, bench_server, med, percentile, pin, record, write_json
-from tools.bench.common import workload_scenarios
+from tools.bench.common import (
+    REPO_ROOT,
+    allowed_cpus,
+    bench_server,
+    med,
+    percentile,
+    pin,
+    record,
+    workload_scenarios,
+    write_json,
+)
 from tools.bench.markdown import f0, f1, f2, table
 from tools.bench.replay import OURS, Replay, encode, ws_url
 

@@ -149,9 +149,10 @@ def _polite_bound(results: dict, limit: float) -> float:
 
 def _polite_detail(results: dict) -> str:
     f = _abuse(results, "fairness")
+    bound = _polite_bound(results, f["bound_ratio"])
     return (
         f"{f['flooded']['p99_ms']:.2f} ms (alone {f['alone']['p99_ms']:.2f} ms, so "
-        f"{f['flooded']['p99_ms'] / f['alone']['p99_ms']:.2f}x; bound {_polite_bound(results, 2.0):.2f} ms)"
+        f"{f['flooded']['p99_ms'] / f['alone']['p99_ms']:.2f}x; bound {bound:.2f} ms)"
     )
 
 

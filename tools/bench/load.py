@@ -10,7 +10,8 @@ each handshake is checked). The what-ifs repeat the 64-session comparison as ser
 with permessage-deflate turned on (uvicorn's default, not served) and with the floors
 stepping on the event loop, counting full collections through `gc.callbacks` inside
 the servers. Beside the step p99 (the goals'), every row keeps the p99 with reset
-round trips counted and without the steps that end a release phase, to read the tail. The workers piece runs ours with 1 and with 2 uvicorn worker
+round trips counted and without the steps that end a release phase, to read the tail.
+The workers piece runs ours with 1 and with 2 uvicorn worker
 processes, servers and load client all on every core, sharing them as a trainer on one machine would.
 """
 
@@ -181,7 +182,13 @@ async def variants(
                         await asyncio.sleep(0.3)
             # the servers have stopped, so their logs are written
             gc_logs = {name: json.loads(Path(path).read_text()) for name, path in logs.items()}
-        row = {"key": key, "variant": label, "deflate": deflate, "floors_on_loop": floors_on_loop, **compare(res, COMPARED)}
+        row = {
+            "key": key,
+            "variant": label,
+            "deflate": deflate,
+            "floors_on_loop": floors_on_loop,
+            **compare(res, COMPARED),
+        }
         for name in res:
             row.update({f"{name}_{k}": v for k, v in full_collections(gc_logs[name], res[name]).items()})
         print(

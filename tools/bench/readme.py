@@ -90,9 +90,16 @@ def key_numbers(results: dict) -> list[str]:
             f"ours / bare echo at 64 sessions: throughput {row['throughput_ratio_bare']:.2f}x, p99 "
             f"{row['p99_ratio_bare']:.2f}x"
         )
+        if "p99_resets_ratio" in row:
+            out.append(
+                f"p99 at 64 sessions with reset round trips counted, ours / text echo {row['p99_resets_ratio']:.2f}x"
+            )
     cost = notes.deflate_cost(results)
     if cost:
-        out.append(f"permessage-deflate about {f0(cost[0])} µs of server CPU per step (text echo {f0(cost[1])} µs)")
+        out.append(
+            f"permessage-deflate off as served; turned on it would cost about {f0(cost[0])} µs of server CPU per "
+            f"step (text echo {f0(cost[1])} µs)"
+        )
     wk = server.get("workers")
     if wk:
         two = {row["workers"]: row for row in wk["table"]}[2]

@@ -1,6 +1,6 @@
 """docs/benchmarks.md from one run's results: the header and goals, then one section per part.
 
-`render(results)` takes {"meta", "engine", "tokens", "server", "timing_channel"} (the JSON that
+`render(results)` takes {"meta", "engine", "tokens", "server", "timing_channel", "abuse"} (the JSON that
 `tools/bench/run_all.py` keeps in tools/bench/last_run/) and returns the Markdown. A section
 whose part did not run is left out, and so is a column nothing in this run measured.
 The server sections are in `tools/bench/report_server.py`, the notes in `tools/bench/notes.py`.
@@ -8,10 +8,10 @@ The server sections are in `tools/bench/report_server.py`, the notes in `tools/b
 
 from __future__ import annotations
 
-from tools.bench import goals, notes, report_server, timing_channel
+from tools.bench import abuse, goals, notes, report_server, timing_channel
 from tools.bench.markdown import drop_empty_columns, f0, f1, f2, span, table
 
-PARTS = ("engine", "tokens", "server", "timing_channel")
+PARTS = ("engine", "tokens", "server", "timing_channel", "abuse")
 PACKAGES = ("openenv", "uvicorn", "websockets", "fastapi", "starlette", "pydantic", "psutil", "tokenizers")
 
 
@@ -24,6 +24,7 @@ def render(results: dict) -> str:
         tokens_section(results["tokens"]),
         profiles_section(results["engine"], results["server"]),
         (timing_channel.section(results["timing_channel"]) if results.get("timing_channel") else ""),
+        (abuse.section(results["abuse"]) if results.get("abuse") else ""),
         notes_section(results),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"

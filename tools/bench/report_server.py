@@ -1,4 +1,5 @@
-"""The server sections of docs/benchmarks.md: load, what-ifs, workers, in-situ timers, memory, soak, server profile.
+"""The server sections of docs/benchmarks.md: load, the tail, what-ifs, workers, in-situ timers, memory, soak,
+server profile.
 
 Each function takes the server part's JSON (`tools/bench/server.py`) and returns Markdown,
 or "" when the piece it reports did not run.
@@ -13,28 +14,38 @@ def sections(results: dict) -> list[str]:
     server = results["server"]
     pieces = [
         s
-        for s in (load_section(server), variants_section(server), workers_section(server), timers_section(server))
+        for s in (
+            load_section(server),
+            tail_section(server),
+            variants_section(server),
+            workers_section(server),
+            timers_section(server),
+        )
         if s
     ]
     return ["\n\n".join([intro(server), *pieces]) if pieces else "", memory_section(server)]
 
 
 def intro(server: dict) -> str:
+    flags = " ".join(server.get("uvicorn_flags", []))
     return (
         "## 2. Server (`tools/bench/server.py`, `tools/bench/text_echo_app.py`, `tools/bench/echo_app.py`)\n\n"
-        "Ours (`uvicorn server.app:app`) against two echo environments on the same OpenEnv + uvicorn stack, all "
+        "Ours (`server.app:app`) against two echo environments on the same OpenEnv + uvicorn stack, all "
         "`create_app(max_concurrent_envs=64)` with the start-up heap frozen (as `server/app.py` does): the **text "
         "echo** (`tools/bench/text_echo_app.py`), which answers each reset and step with exactly the `text` ours sends "
         "there (loaded at start-up from the recorded transcripts, no engine work; the floor the goals use, since "
         "the model's text is payload no design can drop), and the **bare echo** "
         "(`tools/bench/echo_app.py`, a tool-name "
-        "echo; its ratios are for reference). All run as `python -m uvicorn APP --log-level warning` with "
-        f"ENABLE_WEB_INTERFACE unset, pinned to CPU {server['server_cpus']}; the client (asyncio + `websockets`, "
-        f"default permessage-deflate as OpenEnv's client) is pinned to CPU {server['client_cpus']} and sends all "
-        f"three the same messages. Sessions replay recorded `rule` episodes ({server['episodes']} scenarios, "
+        "echo; its ratios are for reference). All run on the served stack: `python -m uvicorn APP --log-level "
+        f"warning {flags}`, server/limits.py's flags as `releaseops-serve` passes them (the what-ifs and timers "
+        "apply the same settings through `uvicorn.run`), so permessage-deflate is off; ENABLE_WEB_INTERFACE unset, "
+        f"pinned to CPU {server['server_cpus']}. The client (asyncio + `websockets`) offers permessage-deflate "
+        "as OpenEnv's client does; the servers decline it, and every handshake is checked to have agreed to no "
+        f"extension. It is pinned to CPU {server['client_cpus']} and sends all three the same messages. "
+        f"Sessions replay recorded `rule` episodes ({server['episodes']} scenarios, "
         f"{server['steps_per_episode']:.1f} steps each): reset, then every step; ours and the text echo must answer "
         "each step with exactly the text the in-process run saw. Reply bytes are each step reply's JSON frame as "
-        "sent, before permessage-deflate."
+        "sent (uncompressed, as served)."
     )
 
 
@@ -151,14 +162,64 @@ def variants_section(server: dict) -> str:
         f"### What-ifs at {va['sessions']} sessions\n\n"
         f"The same three servers under `tools/bench/_uvicorn_wrap.py` (`uvicorn.run` with the same settings, plus a "
         f"full-collection log through `gc.callbacks`), {va['rounds']} rounds of {va['window_s']:g} s each, "
-        "medians; triples are ours / text echo / bare echo. Without permessage-deflate the client offers no "
-        "extension (`compression=None`); the extensions column is what the servers agreed to, read from each "
-        "handshake, so the row shows the server honoured it. Ours runs each session's reset and step on the "
+        "medians; triples are ours / text echo / bare echo. The client offers permessage-deflate in every row; "
+        "the servers agree to it only in the row that turns it on (`BENCH_WS_DEFLATE=1`: "
+        "`ws_per_message_deflate=True`, uvicorn's own default, which the served stack turns off). The "
+        "extensions column is what the servers agreed to, read from each handshake (empty: none). "
+        "Ours runs each session's reset and step on the "
         "event loop (it overrides `step_async`, so OpenEnv skips the per-session executor thread); the floors "
         "use OpenEnv's default executor, except in the row where they too step on the event loop "
         "(`BENCH_LOOP_STEP=1`, `tools/bench/echo_app.py:LoopStep`), which takes dispatch out of the comparison. "
         "Full collections are the generation-2 GC runs that started inside the measurement windows.\n\n"
         + table(*drop_empty_columns(header, rows))
+    )
+
+
+def _by_round(xs: list[float]) -> str:
+    return ", ".join(f2(x) for x in xs)
+
+
+def tail_section(server: dict) -> str:
+    """The 64-session p99 read three ways: steps only (the goal's), reset round trips counted, and without
+    the steps that end a release phase; per round, so that 3 rounds can be read against 5."""
+    if "load" not in server:
+        return ""
+    rows = []
+    sources = [("load table", {r["sessions"]: r for r in server["load"]["table"]}.get(64))]
+    sources += [(f"what-if: {r['variant']}", r) for r in server.get("variants", {}).get("table", [])]
+    for label, row in sources:
+        if not row or "p99_resets_ratio" not in row:
+            continue
+        for what, key, ms in (
+            ("steps only (the goal's)", "p99_ratio", "p99_ms"),
+            ("resets counted", "p99_resets_ratio", "p99_with_resets_ms"),
+            ("steps ending no phase", "p99_no_phase_ends_ratio", "p99_without_phase_ends_ms"),
+        ):
+            by_round = row[f"{key}_by_round"]
+            rows.append(
+                [
+                    label,
+                    what,
+                    f"{f2(row[f'ours_{ms}'])} / {f2(row[f'text_echo_{ms}'])}",
+                    f"**{f2(row[key])}x**",
+                    f"{f2(sorted(by_round[:3])[1])}x" if len(by_round) >= 3 else "",
+                    _by_round(by_round),
+                ]
+            )
+    if not rows:
+        return ""
+    l64 = {r["sessions"]: r for r in server["load"]["table"]}[64]
+    return (
+        "### The tail at 64 sessions\n\n"
+        "The p99 round trip, ours / text echo, three ways: steps only (what the goal and the load table count), "
+        "with the reset round trips counted in the same distribution (what a trainer waits on; an independent "
+        "harness counted them), and without the steps that end a release phase or the episode (the engine's "
+        "dearer steps). Per-round ratios in run order, their median, and the median of the first 3 rounds "
+        "alone. Resets at 64 sessions (load table): ours p50 / p99 "
+        f"{f2(l64['ours_reset_p50_ms'])} / {f2(l64['ours_reset_p99_ms'])} ms, text echo "
+        f"{f2(l64['text_echo_reset_p50_ms'])} / {f2(l64['text_echo_reset_p99_ms'])} ms; steps that end a phase, "
+        f"p99 ours {f2(l64['ours_phase_end_p99_ms'])} ms, text echo {f2(l64['text_echo_phase_end_p99_ms'])} ms."
+        "\n\n" + table(["run", "p99 of", "ours / text echo ms", "ratio (median)", "first 3 rounds", "per round"], rows)
     )
 
 
@@ -182,7 +243,7 @@ def workers_section(server: dict) -> str:
     ]
     return (
         f"### Workers at {wk['sessions']} sessions\n\n"
-        f"Ours under `uvicorn server.app:app --workers N --timeout-worker-healthcheck 60` (what `releaseops-serve "
+        f"Ours under `uvicorn server.app:app --workers N` with server/limits.py's flags (what `releaseops-serve "
         f"--workers N` runs; `--log-level info --no-access-log` so the bench sees every worker's \"Application "
         f'startup complete" before loading it), N = 1 and 2, both alive for the whole piece and driven in turns, '
         f"{wk['rounds']} rounds of {wk['window_s']:g} s; medians. The servers and the load client are all on CPUs "
@@ -245,7 +306,8 @@ def timers_section(server: dict) -> str:
         "Thread CPU time of each piece, read inside the running servers (two clock reads per call, no "
         "profiler; all servers with `gc.freeze()` so collection pauses do not land in a timed piece), per "
         "step; `env.reset` is amortized over the steps of its episode. The rest is uvicorn, websockets "
-        "(framing, permessage-deflate), asyncio, the per-session executor hop (the floors'; ours steps on the "
+        "(framing; no compression, as served), asyncio, the session guard, "
+        "the per-session executor hop (the floors'; ours steps on the "
         "event loop) and OpenEnv's handler.\n\n"
         + table(["piece (us per step)", "ours", "text echo", "bare echo", "ours - text echo"], rows)
     )
@@ -342,7 +404,7 @@ def server_profile(server: dict) -> str:
         f"### Server step (cProfile per thread, CPU clock; {sp['sessions']} sessions)\n\n"
         "The event loop thread and every session's executor thread, merged. Profiling multiplies the "
         f"per-step CPU (ours {f0(sp['cpu_us_per_step'])} us/step profiled{echo}), inflating Python-heavy code "
-        "(the engine, pydantic wrappers, asyncio) far more than C code (zlib): use the in-situ timers above for "
+        "(the engine, pydantic wrappers, asyncio) far more than C code: use the in-situ timers above for "
         "costs, this for what is hot.\n\n"
         + table(
             *drop_empty_columns(

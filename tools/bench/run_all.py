@@ -88,7 +88,7 @@ def measure(json_dir: Path, quick: bool) -> None:
 def load_results(json_dir: Path) -> dict:
     """{"meta", "engine", "tokens", "server"} from the kept JSON files."""
     names = ("meta", *report.PARTS)
-    optional = ("timing_channel",)  # added later than the others: a run kept from before it renders without it
+    optional = ("timing_channel", "abuse")  # added later than the others: a run kept from before renders without
     absent = [n for n in names if not (json_dir / f"{n}.json").exists() and n not in optional]
     if absent:
         raise SystemExit(

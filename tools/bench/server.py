@@ -15,11 +15,12 @@ Method.
   exactly the text ours sends there, loaded at start-up from a file this
   process writes, no engine work) and `python -m uvicorn tools.bench.echo_app:app`
   (the bare echo: does nothing), all `create_app(max_concurrent_envs=64)`
-  with the start-up heap frozen, same uvicorn settings (defaults, `--log-level
-  warning`), ENABLE_WEB_INTERFACE unset, pinned to the same core. The client
-  (this process: asyncio + `websockets`, compression left at its default as
-  OpenEnv's client does) is pinned to the other core, so the server process
-  is what saturates; both processes' CPU use is reported. The workers piece
+  with the start-up heap frozen, on the served stack: server/limits.py's uvicorn
+  flags (`tools/bench/launch.py:_stack_args`; permessage-deflate off) and
+  `--log-level warning`, ENABLE_WEB_INTERFACE unset, pinned to the same core. The
+  client (this process: asyncio + `websockets`, offering permessage-deflate as
+  OpenEnv's client does, declined by the servers) is pinned to the other core, so
+  the server process is what saturates; both processes' CPU use is reported. The workers piece
   alone puts the servers and the client on every core (`tools/bench/load.py`).
 * Load and what-ifs (`tools/bench/load.py`), memory and the soak (`tools/bench/memory.py`),
   timers, profiles and the in-process pipeline (`tools/bench/cpu.py`): each module
@@ -34,6 +35,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from server.limits import uvicorn_cli_args
 from tools.bench import cpu, load, memory
 from tools.bench.common import allowed_cpus, pin, record, workload_scenarios, write_json
 from tools.bench.replay import ECHO, OURS, TEXT_ECHO, encode
@@ -77,6 +79,7 @@ def _run(quick: bool, only: set[str], episodes: list[dict]) -> dict:
     out: dict = {
         "server_cpus": sorted(server_cpus),
         "client_cpus": pinned,
+        "uvicorn_flags": uvicorn_cli_args(),
         "episodes": len(episodes),
         "steps_per_episode": sum(len(r.steps) for r in replays) / len(replays),
     }
@@ -87,7 +90,7 @@ def _run(quick: bool, only: set[str], episodes: list[dict]) -> dict:
         print("server: load (ours, text echo, bare echo)", flush=True)
         out["load"] = asyncio.run(load.load(replays, rounds=2 if quick else GOAL_ROUNDS, **window))
     if "variants" in only:
-        print("server: variants at 64 sessions (as served, no permessage-deflate)", flush=True)
+        print("server: what-ifs at 64 sessions (as served, permessage-deflate on, floors on the loop)", flush=True)
         out["variants"] = asyncio.run(load.variants(replays, rounds=2 if quick else GOAL_ROUNDS, **window))
     if "workers" in only:
         print("server: 1 worker against 2 at 64 sessions, servers and client on every core", flush=True)
