@@ -74,7 +74,24 @@ def dispatched(cls: type) -> type:
     return type(cls.__name__, (LoopStep, cls), {}) if os.environ.get(LOOP_ENV) == "1" else cls
 
 
-app = create_app(dispatched(EchoEnvironment), EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=64)
+GUARD_ENV = "BENCH_GUARD"
+
+
+def guarded(app):
+    """With $BENCH_GUARD=1 a floor runs behind our session guard (server/session_guard.py: a yield per
+    received frame, a watchdog per connection, OpenEnv's reaper replaced), as ours does: the what-if that
+    takes the guard out of the comparison. The floors never report play, so the run that sets it also
+    lifts SESSION_CLAIM_TIMEOUT_S past its windows."""
+    if os.environ.get(GUARD_ENV) == "1":
+        from server import session_guard
+
+        session_guard.install(app)
+    return app
+
+
+app = guarded(
+    create_app(dispatched(EchoEnvironment), EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=64)
+)
 
 # As server/app.py does: full collections never walk the start-up heap (gradio included).
 gc.collect()

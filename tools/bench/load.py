@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools.bench.common import bench_server, med, pin
+from tools.bench.common import bench_server, med, percentile, pin
 from tools.bench.launch import http_get
 from tools.bench.replay import ECHO, OURS, TEXT_ECHO, Replay, drive, warm_up
 
@@ -97,6 +97,18 @@ def compare(runs: dict[str, list[dict]], keys: tuple[str, ...]) -> dict:
                     f"{name}{suffix}_by_round": pr,
                 }
             )
+    # p99 of the samples of all rounds pooled (as a harness that keeps one distribution reports it), and of
+    # the first 3 rounds pooled: a pooled p99 follows the noisiest window, the median of ratios does not.
+    for name, key in (("pooled_p99_ratio", "_steps"), ("pooled_p99_resets_ratio", "_round_trips")):
+        for label, rounds in (("", None), ("_first3", 3)):
+            if all(key in x for x in ours[:rounds] + runs["text_echo"][:rounds]):
+                o = [v for x in ours[:rounds] for v in x[key]]
+                e = [v for x in runs["text_echo"][:rounds] for v in x[key]]
+                row[f"{name}{label}"] = percentile(o, 99) / percentile(e, 99)
+    for xs in runs.values():
+        for x in xs:
+            x.pop("_steps", None)
+            x.pop("_round_trips", None)
     row["cpu_us_minus_text_echo"] = med(
         [o["server_cpu_us_per_step"] - e["server_cpu_us_per_step"] for o, e in zip(ours, runs["text_echo"])]
     )
@@ -131,15 +143,19 @@ async def load(replays: list[Replay], rounds: int, warmup_s: float, window_s: fl
     return {"rounds": rounds, "warmup_s": warmup_s, "window_s": window_s, "table": table, "raw": results}
 
 
-# (key, label, permessage-deflate on, floors on the event loop): each row changes one thing, the
-# servers run as served otherwise (server/limits.py's uvicorn settings, deflate off). The client always
-# offers permessage-deflate, as OpenEnv's client does. Ours steps on the event loop
-# (server/releaseops_environment.py), the floors in OpenEnv's session executor unless the row says otherwise.
+# (key, label, permessage-deflate on, floors on the event loop, floors behind the session guard): each row
+# changes one thing, the servers run as served otherwise (server/limits.py's uvicorn settings, deflate off).
+# The client always offers permessage-deflate, as OpenEnv's client does. Ours steps on the event loop
+# (server/releaseops_environment.py) behind the session guard (server/session_guard.py); the floors use
+# OpenEnv's session executor and no guard unless the row says otherwise.
 VARIANTS = (
-    ("served", "as served (no permessage-deflate)", False, False),
-    ("deflate", "permessage-deflate on (uvicorn's default, not served)", True, False),
-    ("loop", "floors also step on the event loop", False, True),
+    ("served", "as served (no permessage-deflate)", False, False, False),
+    ("deflate", "permessage-deflate on (uvicorn's default, not served)", True, False, False),
+    ("loop", "floors also step on the event loop", False, True, False),
+    ("guard", "floors also behind the session guard", False, False, True),
 )
+# The guarded floors never report play: their sessions must outlive the claim bound of every window.
+GUARDED_FLOOR_ENV = {"BENCH_GUARD": "1", "SESSION_CLAIM_TIMEOUT_S": "3600"}
 
 
 async def variants(
@@ -149,7 +165,7 @@ async def variants(
     floors stepping on the event loop as ours does (`tools/bench/_uvicorn_wrap.py` serves all three on the
     served stack and logs their full collections)."""
     out = []
-    for key, label, deflate, floors_on_loop in VARIANTS:
+    for key, label, deflate, floors_on_loop, floors_guarded in VARIANTS:
         res: dict[str, list[dict]] = {name: [] for name, _ in SERVERS}
         with tempfile.TemporaryDirectory(prefix="releaseops_bench_gc_") as tmp:
             logs = {name: str(Path(tmp) / f"{name}.json") for name in res}
@@ -158,6 +174,7 @@ async def variants(
                     "BENCH_GC_LOG": path,
                     **({"BENCH_LOOP_STEP": "1"} if floors_on_loop and name != "ours" else {}),
                     **({"BENCH_WS_DEFLATE": "1"} if deflate else {}),
+                    **(GUARDED_FLOOR_ENV if floors_guarded and name != "ours" else {}),
                 }
                 for name, path in logs.items()
             }
@@ -185,8 +202,10 @@ async def variants(
         row = {
             "key": key,
             "variant": label,
+            "compression": "deflate" if deflate else None,  # what the handshakes agreed to
             "deflate": deflate,
             "floors_on_loop": floors_on_loop,
+            "floors_guarded": floors_guarded,
             **compare(res, COMPARED),
         }
         for name in res:

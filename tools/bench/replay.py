@@ -313,6 +313,9 @@ async def drive(
         "phase_end_p50_ms": ms(heavy, 50),
         "phase_end_p99_ms": ms(heavy, 99),
         "phase_end_samples": len(heavy),
+        # raw samples for pooled percentiles over rounds (`tools/bench/load.py:compare` reads and drops them)
+        "_steps": lat,
+        "_round_trips": lat + resets,
         "server_cpu": server_cpu_s / span,
         "server_cpu_us_per_step": server_cpu_s / max(1, tally.steps_in_window) * 1e6,
         # cores used by each server process, the busiest first (one entry per uvicorn worker, and the supervisor)

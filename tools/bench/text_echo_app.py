@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from openenv.core import Environment, Observation, State, create_app
 
-from tools.bench.echo_app import EchoAction, dispatched
+from tools.bench.echo_app import EchoAction, dispatched, guarded
 
 TEXTS_ENV = "BENCH_TEXT_ECHO"
 
@@ -98,8 +98,14 @@ class TextEchoEnvironment(Environment):
 
 def build_app(path: Optional[str]):
     TextEchoEnvironment.texts = load_texts(path)
-    app = create_app(
-        dispatched(TextEchoEnvironment), EchoAction, TextEchoObservation, env_name="text_echo", max_concurrent_envs=64
+    app = guarded(
+        create_app(
+            dispatched(TextEchoEnvironment),
+            EchoAction,
+            TextEchoObservation,
+            env_name="text_echo",
+            max_concurrent_envs=64,
+        )
     )
     # As server/app.py does: the start-up heap leaves the collector's view, so neither
     # side of the comparison pays full collections over gradio's objects.
