@@ -37,8 +37,8 @@ from collections import Counter
 from openenv.core.env_server.http_server import HTTPEnvServer
 
 from . import limits
+from .frame_guard import GUARDED
 
-GUARDED = {"/ws": "openenv", "/mcp": "jsonrpc"}
 # How long past its bound a session whose reply sits unread may keep its socket.
 STUCK_SEND_S = 5.0
 _PLAY: contextvars.ContextVar["Connection | None"] = contextvars.ContextVar("releaseops_connection", default=None)

@@ -15,7 +15,6 @@ import json
 import os
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import threading
@@ -30,6 +29,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from server import limits, session_guard
+from tools.bench.abuse import _close_code as close_code
+from tools.bench.abuse import _frame_header as frame_header
 from tools.bench.launch import uvicorn_process
 
 CLAIM_S, IDLE_S, SLOTS = 2.0, 3.0, 4
@@ -369,27 +370,6 @@ def _handshake(port: int, extensions: str = "permessage-deflate; client_max_wind
     return sock
 
 
-def _frame_header(length: int, rsv1: bool = False) -> bytes:
-    first = 0x81 | (0x40 if rsv1 else 0)  # FIN, text
-    return struct.pack("!BBQ", first, 0x80 | 127, length) + b"\0\0\0\0"  # masked, 64-bit length, zero mask
-
-
-def _close_code(sock: socket.socket) -> int | None:
-    """The close code of the server's close frame, or None if the connection just ended."""
-    data = b""
-    try:
-        while len(data) < 4:
-            chunk = sock.recv(64)
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        pass
-    if len(data) >= 4 and data[0] & 0x0F == 0x8:
-        return struct.unpack("!H", data[2:4])[0]
-    return None
-
-
 def rss_mb(pid: int) -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
@@ -416,10 +396,10 @@ def test_oversized_and_compressed_frames_from_64_clients_leave_memory_flat(serve
             sock = _handshake(port)
             try:
                 if i % 2:  # declares 16 MiB: refused from the header, before a byte is read
-                    sock.sendall(_frame_header(16 << 20) + b"a" * 16384)
+                    sock.sendall(frame_header(16 << 20) + b"a" * 16384)
                 else:  # a compressed frame although compression was declined
-                    sock.sendall(_frame_header(len(payload), rsv1=True) + payload)
-                codes.append(_close_code(sock))
+                    sock.sendall(frame_header(len(payload), rsv1=True) + payload)
+                codes.append(close_code(sock))
             finally:
                 sock.close()
     finally:
