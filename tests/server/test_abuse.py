@@ -106,8 +106,7 @@ def test_sockets_that_never_reset_lose_their_slots_within_the_claim_bound(server
     async def main():
         holders = [await connect(ws_url(base)) for _ in range(SLOTS)]
         await asyncio.sleep(0.2)
-        async with connect(ws_url(base)) as late:  # the 65th client, here the fifth
-            await late.send(RESET)
+        async with connect(ws_url(base)) as late:  # the 65th client, here the fifth: refused on arrival
             refusal = json.loads(await late.recv())
         closes = await asyncio.gather(*(wait_closed(ws, CLAIM_S + SLACK_S + 2) for ws in holders))
         return refusal, closes
