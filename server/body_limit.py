@@ -1,4 +1,4 @@
-"""HTTP body limits on every route, applied before a body is read into memory.
+"""HTTP body limits on every route, applied before a body is read into memory, and requests in flight per address.
 
 uvicorn has no body limit of its own, so a 256 MB POST to `/mcp` or 16 MB of
 `[{},{},...]` to the Task API was read whole and parsed. This ASGI middleware
@@ -75,15 +75,42 @@ async def _drain(receive, declared: int) -> None:
         return
 
 
+async def _too_many(send) -> None:
+    cap = limits.HTTP_REQUESTS_PER_CLIENT
+    body = json.dumps(
+        {"detail": f"too many requests in flight from this address (at most {cap}); wait for a reply, then retry"}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 429, "headers": headers + [(b"retry-after", b"1")]})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BodyLimit:
-    """ASGI middleware: every HTTP request's body is held to `limit_for(path)`."""
+    """ASGI middleware: every HTTP request's body is held to `limit_for(path)`, and one address has at most
+    `limits.HTTP_REQUESTS_PER_CLIENT` requests in flight outside the web board (its queue has its own limits)."""
 
     def __init__(self, app):
         self.app = app
+        self.in_flight: dict[str, int] = {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        if path == "/web" or path.startswith("/web/"):
+            return await self._limited(scope, receive, send)
+        client = (scope.get("client") or ("?",))[0]
+        if self.in_flight.get(client, 0) >= limits.HTTP_REQUESTS_PER_CLIENT:
+            return await _too_many(send)
+        self.in_flight[client] = self.in_flight.get(client, 0) + 1
+        try:
+            await self._limited(scope, receive, send)
+        finally:
+            self.in_flight[client] -= 1
+            if not self.in_flight[client]:
+                del self.in_flight[client]
+
+    async def _limited(self, scope, receive, send):
         limit = limit_for(scope.get("path", ""))
         declared = _declared_length(scope)
         if declared is not None and declared > limit:

@@ -24,6 +24,8 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
+from uvicorn.protocols.utils import ClientDisconnected
 
 from releaseops_arena.splits import SPLITS
 from releaseops_arena.tools import TOOL_NAMES
@@ -126,6 +128,8 @@ class UnexpectedErrors:
             try:
                 return await self.app(scope, receive, send)
             except Exception as exc:
+                if _gone(exc):  # the client left while a reply was on its way: nothing is wrong
+                    return
                 _log_one_line(scope, exc)
                 try:
                     await send({"type": "websocket.close", "code": 1011})
@@ -151,6 +155,11 @@ class UnexpectedErrors:
             headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
             await send({"type": "http.response.start", "status": 500, "headers": headers})
             await send({"type": "http.response.body", "body": body})
+
+
+def _gone(exc: Exception) -> bool:
+    """A send to a WebSocket the client already closed (OpenEnv's handler answering a careless client)."""
+    return isinstance(exc, (WebSocketDisconnected, WebSocketDisconnect, ClientDisconnected))
 
 
 def _log_one_line(scope, exc: Exception) -> None:

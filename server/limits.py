@@ -45,6 +45,14 @@ WS_MAX_QUEUE = 4
 # and the replies are a few KB of text, for which compression costs more CPU than it saves.
 WS_PER_MESSAGE_DEFLATE = False
 
+# --- Connections ----------------------------------------------------------------------------------
+# A connection that has not sent a whole request head (or WebSocket upgrade) this long after it opened
+# is closed (releaseops-serve's protocol, server/connections.py): half-open sockets cannot pile up.
+HTTP_HEAD_TIMEOUT_S = 10.0
+# HTTP requests one client address may have in flight at once outside the web board (429 beyond):
+# one address cannot queue many slow requests (a /schema, a 1,000-task range) ahead of everyone's steps.
+HTTP_REQUESTS_PER_CLIENT = setting("HTTP_REQUESTS_PER_CLIENT", "4", int, 1)
+
 # --- HTTP bodies -------------------------------------------------------------------------------------
 # Every HTTP route outside the web board: /mcp, the Task API, /reset, /step (a request is under 1 KB).
 HTTP_MAX_BODY_BYTES = 64 * 1024
@@ -89,6 +97,8 @@ def table() -> dict:
         "ws_max_message_bytes": WS_MAX_MESSAGE_BYTES,
         "ws_max_queue": WS_MAX_QUEUE,
         "ws_per_message_deflate": WS_PER_MESSAGE_DEFLATE,
+        "http_head_timeout_s": HTTP_HEAD_TIMEOUT_S,
+        "http_requests_per_client": HTTP_REQUESTS_PER_CLIENT,
         "http_max_body_bytes": HTTP_MAX_BODY_BYTES,
         "web_max_body_bytes": WEB_MAX_BODY_BYTES,
         "web_upload_max_body_bytes": WEB_UPLOAD_MAX_BODY_BYTES,

@@ -16,7 +16,7 @@ idle timeout, and any message (junk included) resets that clock. Here:
 - **Per-client cap** (`MAX_SESSIONS_PER_CLIENT`, off by default): a client
   address holding that many sockets is refused the next.
 - **Retry hint.** A refusal at capacity carries `retry_after_s`, the time until
-  the first slot is freed at the latest.
+  the first session would be closed if none plays meanwhile.
 - **Fairness.** A connection whose frames are already buffered would be served
   back to back without yielding the event loop (receiving a buffered frame and
   sending a reply under the write buffer's limit never suspend), so one client
@@ -98,9 +98,18 @@ class Registry:
         self.connections: set[Connection] = set()
         self.per_client: Counter[str] = Counter()
         self.server: HTTPEnvServer | None = None
+        self.http_sessions: dict[str, str] = {}  # session id -> the address that created it over HTTP /mcp
+
+    def held_by(self, client: str) -> int:
+        """Sessions an address holds: its sockets and the HTTP MCP sessions it created that still live."""
+        live = self.server._sessions if self.server is not None else {}
+        for sid in [sid for sid in self.http_sessions if sid not in live]:
+            del self.http_sessions[sid]
+        return self.per_client[client] + sum(c == client for c in self.http_sessions.values())
 
     def retry_after_s(self) -> int:
-        """Seconds until the first slot is freed at the latest (a session may also end sooner)."""
+        """Seconds until the first session would be closed if none plays meanwhile (one that ends frees its
+        slot sooner; one that keeps playing keeps it)."""
         deadlines = [c.deadline() for c in self.connections if not c.closed]
         if self.server is not None:
             deadlines += [
@@ -130,10 +139,12 @@ class SessionGuard:
     async def __call__(self, scope, receive, send):
         kind = GUARDED.get(scope.get("path", "")) if scope["type"] == "websocket" else None
         if kind is None:
+            if limits.MAX_SESSIONS_PER_CLIENT and scope["type"] == "http" and scope.get("path") == "/mcp":
+                return await _capped_http_mcp(self.app, scope, receive, send)
             return await self.app(scope, receive, send)
         client = (scope.get("client") or ("?", 0))[0]
         cap = limits.MAX_SESSIONS_PER_CLIENT
-        if cap and REGISTRY.per_client[client] >= cap:
+        if cap and REGISTRY.held_by(client) >= cap:
             return await self._refuse(
                 receive,
                 send,
@@ -190,6 +201,62 @@ class SessionGuard:
         await send({"type": "websocket.close", "code": 1013, "reason": "try again later"})
 
 
+async def _capped_http_mcp(app, scope, receive, send) -> None:
+    """HTTP `/mcp` under a per-client cap: `openenv/session/create` counts against the address's sessions."""
+    client = (scope.get("client") or ("?", 0))[0]
+    chunks, more = [], True
+    while more:  # the body is small: body_limit.py, outside this middleware, caps it
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        request = None
+    creating = isinstance(request, dict) and request.get("method") == "openenv/session/create"
+    cap = limits.MAX_SESSIONS_PER_CLIENT
+    if creating and REGISTRY.held_by(client) >= cap:
+        reply = {
+            "jsonrpc": "2.0",
+            "id": request.get("id") if isinstance(request.get("id"), (int, str)) else None,
+            "error": {
+                "code": -32000,
+                "message": f"CAPACITY_REACHED: this client address holds {cap} sessions, the most one client may "
+                "hold (MAX_SESSIONS_PER_CLIENT); close one, then retry",
+            },
+        }
+        data = json.dumps(reply).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+        return
+    sent = [False]
+
+    async def replay():
+        if not sent[0]:
+            sent[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    reply_chunks = []
+
+    async def capture(message):
+        if creating and message["type"] == "http.response.body":
+            reply_chunks.append(message.get("body", b""))
+        await send(message)
+
+    await app(scope, replay, capture)
+    if creating:
+        try:
+            sid = json.loads(b"".join(reply_chunks))["result"]["session_id"]
+        except (ValueError, KeyError, TypeError):
+            return
+        REGISTRY.http_sessions[sid] = client
+
+
 def _with_retry_hint(text: str) -> str:
     try:
         frame = json.loads(text)
@@ -198,7 +265,10 @@ def _with_retry_hint(text: str) -> str:
         return text
     wait = REGISTRY.retry_after_s()
     data["retry_after_s"] = wait
-    data["message"] = f"{data.get('message', 'server at capacity')}; retry in {wait} s at the latest"
+    data["message"] = (
+        f"{data.get('message', 'server at capacity')}; retry in {wait} s (when the first idle session would be "
+        "closed; sooner if a session ends)"
+    )
     return json.dumps(frame)
 
 

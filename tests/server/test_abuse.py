@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+from pathlib import Path
 
 import psutil
 import pytest
@@ -31,8 +32,9 @@ from websockets.exceptions import ConnectionClosed
 from server import limits, session_guard
 from tools.bench.abuse import _close_code as close_code
 from tools.bench.abuse import _frame_header as frame_header
-from tools.bench.launch import uvicorn_process
+from tools.bench.launch import free_port, uvicorn_process, wait_for_health
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CLAIM_S, IDLE_S, SLOTS = 2.0, 3.0, 4
 BOUNDS = {"SESSION_CLAIM_TIMEOUT_S": str(CLAIM_S), "SESSION_IDLE_TIMEOUT_S": str(IDLE_S)}
 # What the guard adds to a bound: the watchdog wakes at the deadline, the reaper looks every second.
@@ -241,6 +243,57 @@ def test_a_per_client_cap_refuses_one_address_beyond_it(capped_server):
     assert after["type"] == "observation"
 
 
+def test_http_sessions_count_against_the_per_client_cap(capped_server):
+    first, second = (_rpc(capped_server, "openenv/session/create", {}) for _ in range(2))
+    assert "result" in first and "result" in second
+    third = _rpc(capped_server, "openenv/session/create", {})
+    assert "MAX_SESSIONS_PER_CLIENT" in third["error"]["message"]
+
+    async def socket_refused():
+        async with connect(ws_url(capped_server)) as ws:
+            return json.loads(await ws.recv())
+
+    assert asyncio.run(socket_refused())["data"]["code"] == "CAPACITY_REACHED"
+    for reply in (first, second):
+        _rpc(capped_server, "openenv/session/close", {"session_id": reply["result"]["session_id"]})
+    assert "result" in _rpc(capped_server, "openenv/session/create", {})
+
+
+def test_an_address_has_a_bounded_number_of_http_requests_in_flight(server):
+    base, _, _ = server
+    port = int(base.rsplit(":", 1)[1])
+    held = []
+    try:
+        for _ in range(limits.HTTP_REQUESTS_PER_CLIENT):  # requests whose bodies never finish: in flight
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n")
+            held.append(sock)
+        time.sleep(0.3)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + "/health", timeout=5)
+        assert refused.value.code == 429 and b"at most" in refused.value.read()
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.3)
+    with urllib.request.urlopen(base + "/health", timeout=5) as response:
+        assert response.status == 200
+
+
+def test_a_careless_client_leaves_no_error_in_the_log(server):
+    base, _, log = server
+    before = log.read_text().count("ERROR")
+
+    async def send_and_leave():
+        async with connect(ws_url(base)) as ws:
+            await ws.send(RESET)  # and close without reading the reply
+
+    for _ in range(20):
+        asyncio.run(send_and_leave())
+    time.sleep(1.0)
+    assert log.read_text().count("ERROR") == before
+
+
 # ------------------------------------------------------------------ fairness
 
 
@@ -347,6 +400,53 @@ def test_a_client_that_aborts_mid_flood_leaves_at_most_one_log_line(server):
         asyncio.run(flood_and_abort())
     time.sleep(1.5)
     assert log.read_text().count("socket.send() raised exception") - before <= 3
+
+
+# ------------------------------------------------------------------ connections
+
+
+def test_half_open_connections_are_closed_and_resource_errors_stay_one_line(tmp_path):
+    """Sockets that never finish a request head, more than the process has descriptors for: the server
+    closes them after the head timeout, answers again, and logs the shortage in one line, not a traceback
+    per retry (51,082 tracebacks in 7 s before). Served as releaseops-serve serves (`python -m server.app`)."""
+    port, log = free_port(), tmp_path / "server.log"
+    env = {**os.environ, "ENABLE_WEB_INTERFACE": "false"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            ["sh", "-c", f"ulimit -n 256 && exec {sys.executable} -m server.app --port {port}"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", alive=lambda: proc.poll() is None)
+        socks = []
+        for _ in range(400):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\n")  # half a head, never finished
+            socks.append(sock)
+        time.sleep(limits.HTTP_HEAD_TIMEOUT_S + 3)
+        closed = sum(1 for s in socks[:50] if _peer_closed(s))
+        for sock in socks:
+            sock.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    text = log.read_text()
+    assert closed == 50  # the server closed every one it had accepted
+    assert text.count("Traceback") == 0
+    assert text.count("socket.accept() out of system resource") <= 3
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    sock.settimeout(0.5)
+    try:
+        return sock.recv(1) == b""
+    except OSError:
+        return True
 
 
 # ------------------------------------------------------------------ memory
