@@ -97,7 +97,8 @@ def _mcp_refusal(kind: str, message: dict) -> str | None:
     """The reply to a `tools/call` OpenEnv would answer with an internal error (arguments that are not an
     object, a name that is not a string), as `mcp_brief.refuse_mcp_call` words it; None for any other frame."""
     text = message["text"]
-    if "tools/call" not in text:  # every step and reset: no second parse
+    # Every step and reset: no second parse. An MCP request on /ws says "mcp"; on /mcp every frame is one.
+    if kind == "openenv" and '"mcp"' not in text:
         return None
     try:
         request = json.loads(text)
@@ -113,6 +114,27 @@ def _mcp_refusal(kind: str, message: dict) -> str | None:
         return None
     refusal = refuse_mcp_call(data)
     return None if refusal is None else json.dumps({"type": "mcp", "data": refusal})
+
+
+MAX_ERROR_CHARS = 2048  # OpenEnv's validation errors quote the input: a long one is cut in the reply
+
+
+def _short_error(text: str) -> str:
+    """An error frame whose quoted input (pydantic's `input`, a long message) is cut to a few hundred chars."""
+    try:
+        frame = json.loads(text)
+        data = frame["data"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return text
+    for error in data.get("errors") or []:
+        if isinstance(error, dict) and "input" in error:
+            shown = len(json.dumps(error["input"]))
+            if shown > 200:
+                error["input"] = f"<{shown} chars, not shown>"
+    message = data.get("message")
+    if isinstance(message, str) and len(message) > 500:
+        data["message"] = message[:500] + f"... ({len(message)} chars)"
+    return json.dumps(frame)
 
 
 def _error_frame(kind: str, reason: str) -> str:
@@ -154,4 +176,10 @@ class FrameGuard:
                     return message
                 await send({"type": "websocket.send", "text": _error_frame(kind, reason)})
 
-        return await self.app(scope, guarded_receive, send)
+        async def guarded_send(message):
+            text = message.get("text") if message["type"] == "websocket.send" else None
+            if text is not None and len(text) > MAX_ERROR_CHARS and text.startswith('{"type":"error"'):
+                message = {"type": "websocket.send", "text": _short_error(text)}
+            await send(message)
+
+        return await self.app(scope, guarded_receive, guarded_send)

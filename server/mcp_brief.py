@@ -78,7 +78,8 @@ def refuse_mcp_call(request: dict) -> dict | None:
       cannot be encoded as UTF-8, and HTTP `/mcp` answered a 500;
     - a `tools/call` whose `params.arguments` is present and not an object: OpenEnv's
       `fn(**arguments)` fails with an internal error naming the function;
-    - a `tools/call` whose `params.name` is not a string (an object is unhashable there).
+    - a `tools/call` whose `params.name` is not a string (an object is unhashable there);
+    - a method, tool name or session id longer than any real one (OpenEnv's reply would quote it).
 
     For the WebSocket `/mcp` frame the reply is the frame; inside a `/ws` message
     (`{"type": "mcp", "data": request}`) it is sent as `{"type": "mcp", "data": reply}`.
@@ -91,7 +92,16 @@ def refuse_mcp_call(request: dict) -> dict | None:
             error=(-32600, f"Invalid request: every string must be valid Unicode; {_SURROGATE}"),
         )
     params = request.get("params")
-    if request.get("method") != "tools/call" or not isinstance(params, dict):
+    method = request.get("method")
+    # OpenEnv's replies quote the method, a tool name or a session id back ("Method not found: ..."):
+    # longer than any real one, they are refused here, so that no reply echoes a client's input at length.
+    if isinstance(method, str) and len(method) > MAX_NAME_CHARS:
+        return _reply(_safe_id(request.get("id")), error=(-32601, f"Method not found (over {MAX_NAME_CHARS} chars)"))
+    for key in ("name", "session_id"):
+        value = params.get(key) if isinstance(params, dict) else None
+        if isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+            return _reply(_safe_id(request.get("id")), error=(-32602, f"params.{key} is over {MAX_NAME_CHARS} chars"))
+    if method != "tools/call" or not isinstance(params, dict):
         return None
     request_id = _safe_id(request.get("id"))
     name = params.get("name")
@@ -112,6 +122,7 @@ def refuse_mcp_call(request: dict) -> dict | None:
     return None
 
 
+MAX_NAME_CHARS = 64  # a method, tool name or session id (a UUID is 36)
 _SURROGATE = "one holds a lone surrogate (\\ud800-\\udfff)"
 _ARGUMENTS = {s["function"]["name"]: tuple(s["function"]["parameters"]["properties"]) for s in tool_schemas()}
 _JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}

@@ -402,6 +402,42 @@ def test_a_client_that_aborts_mid_flood_leaves_at_most_one_log_line(server):
     assert log.read_text().count("socket.send() raised exception") - before <= 3
 
 
+def test_no_reply_quotes_a_long_input_back(server):
+    base, _, _ = server
+    big = "x" * 60_000
+    frames = [
+        {"type": "step", "data": {"tool_name": "ask_worker", "arguments": {}, "junk": big}},  # fails validation
+        {"type": big},  # an unknown type
+        {"type": "reset", "data": big},
+        {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "method": big, "params": {}}},
+        {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": big}}},
+    ]
+
+    async def main():
+        async with connect(ws_url(base)) as ws:
+            replies = []
+            for frame in frames:
+                await ws.send(json.dumps(frame))
+                replies.append(await ws.recv())
+            await ws.send(RESET)
+            return replies, json.loads(await ws.recv())
+
+    replies, after = asyncio.run(main())
+    assert all(len(reply) < 2048 for reply in replies), [len(r) for r in replies]
+    assert after["type"] == "observation"
+    for body in (
+        {"jsonrpc": "2.0", "id": 1, "method": big, "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"session_id": big, "name": "ask_worker"}},
+    ):
+        assert len(json.dumps(_rpc_body(base, body))) < 300
+
+
+def _rpc_body(base: str, body: dict) -> dict:
+    request = urllib.request.Request(base + "/mcp", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
 # ------------------------------------------------------------------ connections
 
 
