@@ -24,12 +24,12 @@ import urllib.request
 import zlib
 from pathlib import Path
 
-import psutil
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from server import limits, session_guard
+from tools.bench.abuse import FLOODER, rss_mb
 from tools.bench.abuse import _close_code as close_code
 from tools.bench.abuse import _frame_header as frame_header
 from tools.bench.launch import free_port, uvicorn_process, wait_for_health
@@ -297,34 +297,6 @@ def test_a_careless_client_leaves_no_error_in_the_log(server):
 # ------------------------------------------------------------------ fairness
 
 
-# A client pipelining steps without reading a reply, in its own process (as a real one is); prints its count.
-FLOODER = """
-import asyncio, sys, time
-from websockets.asyncio.client import connect
-url, seconds, reset, step = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
-sent = 0
-async def run():
-    global sent
-    ws = await connect(url)
-    await ws.send(reset)
-    await ws.recv()
-    end = time.monotonic() + seconds
-    try:
-        while time.monotonic() < end:
-            for _ in range(100):  # TCP pushes back once the server stops reading: the send then waits
-                await asyncio.wait_for(ws.send(step), max(end - time.monotonic(), 0.01))
-                sent += 1
-            await asyncio.sleep(0)
-    except (asyncio.TimeoutError, OSError):
-        pass
-    ws.transport.abort()
-try:
-    asyncio.run(run())
-finally:
-    print(sent, flush=True)
-"""
-
-
 def start_flooder(base: str, seconds: float) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", FLOODER, ws_url(base), str(seconds), RESET, JUNK_STEP],
@@ -503,10 +475,6 @@ def _handshake(port: int, extensions: str = "permessage-deflate; client_max_wind
     assert head.startswith(b"HTTP/1.1 101"), head[:200]
     assert b"permessage-deflate" not in head.lower()  # compression is never negotiated
     return sock
-
-
-def rss_mb(pid: int) -> float:
-    return psutil.Process(pid).memory_info().rss / 2**20
 
 
 def test_oversized_and_compressed_frames_from_64_clients_leave_memory_flat(server):
