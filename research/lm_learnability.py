@@ -67,11 +67,16 @@ from training.evaluate import mean_ci, rate, run_episodes, summarize
 from .lm_report import markdown, variant_row
 from .lm_settings import PRESETS, SETTINGS
 
-SPLIT, DIFFICULTY = "heldout_seeds", "easy"
+SPLIT = "heldout_seeds"
+# Every stage plays this level; `--difficulty` sets it for a run (easy is the published one).
+DIFFICULTIES = ("easy", "medium", "hard")
+DIFFICULTY = "easy"
 RESULTS = Path("research/results/lm_learnability.json")
 
 
-def warm_conversations(policy: str, n: int, seed: int = 0, recovery: float = 0.0) -> list[list[dict]]:
+def warm_conversations(
+    policy: str, n: int, seed: int = 0, recovery: float = 0.0, difficulty: str = DIFFICULTY
+) -> list[list[dict]]:
     """The safe-ship episodes among `n` train episodes of `policy` (easy), collected in OpenEnv's format,
     loaded back, each closed by the turn that ends TRL's tool loop (`sft_warmup.closed`). With
     `recovery`, that share of the blocks is first tried with a wrong rule, refused by the engine
@@ -81,13 +86,15 @@ def warm_conversations(policy: str, n: int, seed: int = 0, recovery: float = 0.0
     if recovery:
         from .recovery import stumbling_conversations
 
-        return [closed(m) for m in stumbling_conversations(policy, "train", n, DIFFICULTY, recovery)]
+        return [closed(m) for m in stumbling_conversations(policy, "train", n, difficulty, recovery)]
     with tempfile.TemporaryDirectory() as tmp:
-        collect(policy, "train", n, Path(tmp), DIFFICULTY, progress=False)
+        collect(policy, "train", n, Path(tmp), difficulty, progress=False)
         return [closed(m) for m in load_conversations(Path(tmp))]
 
 
-def evaluation(checkpoint: str | Path, n: int, workers: int = 1, start: int = 0, split: str = SPLIT) -> dict:
+def evaluation(
+    checkpoint: str | Path, n: int, workers: int = 1, start: int = 0, split: str = SPLIT, difficulty: str = DIFFICULTY
+) -> dict:
     """SUMMARY of a checkpoint on easy tasks `start`..`start + n - 1` of `split` (held-out by default; see
     the module docstring), played by `workers` processes of one torch thread each (greedy decoding: the
     same episodes however split)."""
@@ -95,7 +102,7 @@ def evaluation(checkpoint: str | Path, n: int, workers: int = 1, start: int = 0,
 
     copy_model.register()
     name = f"hf:{checkpoint}"
-    scenario_list = [task_scenario(split, i, DIFFICULTY) for i in range(start, start + n)]
+    scenario_list = [task_scenario(split, i, difficulty) for i in range(start, start + n)]
     with one_thread_children():
         episodes = [runs[0] for runs in run_episodes(name, scenario_list, workers=workers, progress=False)]
     _LOADED.pop(name, None)  # a checkpoint directory is rewritten between stages
@@ -120,7 +127,9 @@ def summary(episodes: list[dict]) -> dict:
     }
 
 
-def hard_tasks(policy: str, start: int, n: int, reference: str = "planner", workers: int = 1) -> dict:
+def hard_tasks(
+    policy: str, start: int, n: int, reference: str = "planner", workers: int = 1, difficulty: str = DIFFICULTY
+) -> dict:
     """Hard-prompt mining on the train split: train tasks `start`..`start + n - 1` (easy), each played once
     greedily by `policy` and by `reference`. "kept" are the tasks `policy` does not already solve: its
     return is below both a clean safe ship's (SAFE_SHIP, nothing spent) and `reference`'s, whichever is
@@ -130,7 +139,7 @@ def hard_tasks(policy: str, start: int, n: int, reference: str = "planner", work
     from releaseops_arena.rewards import SAFE_SHIP
     from training.evaluate import _LOADED
 
-    scenarios = [task_scenario("train", i, DIFFICULTY) for i in range(start, start + n)]
+    scenarios = [task_scenario("train", i, difficulty) for i in range(start, start + n)]
     with one_thread_children():
         own, ref = (
             [runs[0]["episode_return"] for runs in run_episodes(name, scenarios, workers=w, progress=False)]
@@ -154,11 +163,11 @@ def replayed(mined: dict, replay: float) -> list[int]:
     return solved[: round(replay * len(mined["kept"]))]
 
 
-def task_rows(tasks: list[int], path: Path) -> Path:
+def task_rows(tasks: list[int], path: Path, difficulty: str = DIFFICULTY) -> Path:
     """GRPO's dataset of these train tasks (easy), as `training.make_dataset` writes it, saved at `path`."""
     from training.make_dataset import build as build_rows
 
-    build_rows("train", max(tasks) + 1, DIFFICULTY).select(tasks).to_parquet(str(path))
+    build_rows("train", max(tasks) + 1, difficulty).select(tasks).to_parquet(str(path))
     return path
 
 
@@ -168,7 +177,14 @@ def parameters(path: Path) -> int:
     return sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(path).parameters())
 
 
-def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, settings: dict | None = None) -> dict:
+def run(
+    minutes: float,
+    out_dir: Path,
+    seed: int = 0,
+    n_eval: int = 100,
+    settings: dict | None = None,
+    difficulty: str = DIFFICULTY,
+) -> dict:
     """The whole experiment within about `minutes`; returns the results dict (module docstring).
     With `processes` 1 the budget is this process's CPU time on one core (a run paused with SIGSTOP
     keeps it); with more it is wall time on that many cores: the warm start uses them as torch
@@ -202,7 +218,7 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     base = build_base(out_dir / "base", cfg, seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
     lap("build")
-    conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed, cfg["recovery"])
+    conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed, cfg["recovery"], difficulty)
     lap("collect")
     jobs = [(s, out_dir, cfg, conversations, cfg["sft_share"] * minutes, procs > 1) for s in seeds]
     if len(jobs) == 1:
@@ -216,16 +232,21 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     if len(warms) > 1:
         for w in warms:
             w["validation"] = evaluation(
-                w["dir"], cfg["select_episodes"], workers=procs, start=cfg["select_start"], split="train"
+                w["dir"],
+                cfg["select_episodes"],
+                workers=procs,
+                start=cfg["select_start"],
+                split="train",
+                difficulty=difficulty,
             )
         lap("select")
     warm = pick_warm_start(warms)
     sft_dir = Path(warm["dir"])
-    before = evaluation(sft_dir, n_eval, workers=procs, start=cfg["eval_start"])
+    before = evaluation(sft_dir, n_eval, workers=procs, start=cfg["eval_start"], difficulty=difficulty)
     lap("eval_sft")
     mined = None
     if cfg["mine_tasks"]:
-        mined = hard_tasks(f"hf:{sft_dir}", cfg["mine_start"], cfg["mine_tasks"], workers=procs)
+        mined = hard_tasks(f"hf:{sft_dir}", cfg["mine_start"], cfg["mine_tasks"], workers=procs, difficulty=difficulty)
         if not mined["kept"]:
             raise SystemExit(
                 f"the warm start matches the planner on all {cfg['mine_tasks']} mined train tasks: "
@@ -261,7 +282,7 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
         "--rows",
         str(cfg["rows"]),
         "--difficulty",
-        DIFFICULTY,
+        difficulty,
         "--lr",
         str(cfg["grpo_lr"]),
         "--beta",
@@ -275,13 +296,16 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
     ]
     if mined:
         mined["replayed"] = replayed(mined, cfg["replay"])
-        argv += ["--dataset", str(task_rows(sorted(mined["kept"] + mined["replayed"]), out_dir / "grpo_tasks.parquet"))]
+        argv += [
+            "--dataset",
+            str(task_rows(sorted(mined["kept"] + mined["replayed"]), out_dir / "grpo_tasks.parquet", difficulty)),
+        ]
     if procs == 1:
         trained = train_grpo.train(train_grpo.parser().parse_args(argv), clock=time.process_time)
     else:
         trained = {"log_history": data_parallel_grpo(argv, procs)}
     lap("grpo")
-    after = evaluation(grpo_dir, n_eval, workers=procs, start=cfg["eval_start"])
+    after = evaluation(grpo_dir, n_eval, workers=procs, start=cfg["eval_start"], difficulty=difficulty)
     lap("eval_grpo")
     stages["total"] = {"wall_s": round(time.monotonic() - wall0, 1), "cpu_s": round(time.process_time() - cpu0, 1)}
     rewards = [h["reward"] for h in trained["log_history"] if "reward" in h]
@@ -296,7 +320,7 @@ def run(minutes: float, out_dir: Path, seed: int = 0, n_eval: int = 100, setting
             "seed": seed,
             "n_eval": n_eval,
             "split": SPLIT,
-            "difficulty": DIFFICULTY,
+            "difficulty": difficulty,
             "settings": cfg,
             "vocab": len(tokenizer),
             "parameters": parameters(base),
@@ -452,7 +476,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("runs/lm"), help="checkpoints go here")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-n", "--n-eval", type=int, default=100, help="held-out easy episodes per evaluation")
+    parser.add_argument(
+        "--difficulty",
+        choices=DIFFICULTIES,
+        default=DIFFICULTY,
+        help="the level every stage plays (warm start, GRPO, evaluation)",
+    )
+    parser.add_argument("-n", "--n-eval", type=int, default=100, help="held-out episodes per evaluation")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--preset", choices=list(PRESETS), default="defaults", help="a named, complete set of settings")
     parser.add_argument(
@@ -470,7 +500,7 @@ def main(argv: list[str] | None = None) -> None:
         if key not in SETTINGS or not value:
             parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)}")
         settings[key] = json.loads(value)
-    results = run(args.minutes, args.out, args.seed, args.n_eval, settings)
+    results = run(args.minutes, args.out, args.seed, args.n_eval, settings, args.difficulty)
     # Earlier runs' rows are kept: the table lists every variant tried, this run's rows last.
     previous = json.loads(args.results.read_text()).get("variants", []) if args.results.exists() else []
     name = args.variant or f"run {len(previous) // 2 + 1}"

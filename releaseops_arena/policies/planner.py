@@ -22,7 +22,16 @@ from ..catalog import ALL_FAMILIES, ARCHETYPES, ARTIFACT_BY_KIND, inspect_call
 from ..mechanisms import FAMILY_MECHANISM, GATE, REGISTRY, family_mechanisms
 from ..rendering import View
 from ..scenario_builder import mechanism_of, site_keys
-from .base import DELAY_REQUESTS, Policy, is_fix, rules_for, seen_violation, ship_call, wording_of, wordings_of
+from .base import (
+    DELAY_REQUESTS,
+    Policy,
+    is_fix,
+    rules_for,
+    seen_violation,
+    ship_call,
+    wording_of,
+    wordings_of,
+)
 
 # Requests only one kind of site makes (merge_pr is also a fix's and a distractor's: its claim decides).
 SITE_REQUEST = {m.request: m.key for m in REGISTRY.values() if m.request != "merge_pr" and m.key not in GATE}
@@ -76,6 +85,26 @@ _ONE_FAMILY_REQUESTS = {
 }
 
 
+# Requests a release's other cards make whatever its family: benign work (a docs ticket, a merge, which
+# is also a code fix's), the ship, or a delay. A site's request is none of these.
+OTHER_REQUESTS = frozenset({"update_ticket", "merge_pr", "ship_release_candidate", *DELAY_REQUESTS})
+
+
+@lru_cache(maxsize=None)
+def slot_of(request: str, risk: tuple[str, ...], known: tuple[str, ...]) -> str | None:
+    """A site no known mechanism makes, read by its slot: the known mechanism (not the gate's) whose
+    site carries exactly these risk tags, so the same rule, decisive artifact and owners. A request
+    that no known mechanism and no other card makes is a mechanism the reader has not met; every
+    family's board has the same kinds of site (a new mechanism takes the slot of the one it replaces),
+    so its request and risk say which slot it holds, and its wording says nothing the reader knows.
+    None when the request is known or the risk matches no known site."""
+    mechanisms = {m for f in known for m in family_mechanisms(f) if m not in GATE}
+    if request in OTHER_REQUESTS or request in {REGISTRY[m].request for m in mechanisms}:
+        return None
+    same = sorted(m for m in mechanisms if tuple(sorted(REGISTRY[m].risk)) == tuple(sorted(risk)))
+    return same[0] if len(same) == 1 else None
+
+
 def possible_families(requests=(), known: tuple[str, ...] = ALL_FAMILIES) -> tuple[str, ...]:
     """The families a board's requests leave possible: the seen ones, until a site only one family
     has (a held-out family's own request) names it. Only `known` families are considered, and a
@@ -113,6 +142,9 @@ class ReferencePlanner(Policy):
     look_at = 0.04  # posterior below which a site is never worth a look
     ship_block_at = 0.45  # belief that a rule is broken above which the ship is blocked
     clues = "subtle"
+    # Read a site of a mechanism the planner does not know by its slot (`slot_of`), as the release's
+    # own mechanism; False: such a card is benign work to it.
+    slots = False
     _cache = None
 
     def begin(self, observation):
@@ -139,11 +171,20 @@ class ReferencePlanner(Policy):
             return None
         if p["request"] == "open_deploy_gate":
             return "gate"
-        if p["request"] in SITE_REQUEST:
-            key = SITE_REQUEST[p["request"]]
-            return key if self.wordings is None or any(w[1] == key for w in self.wordings) else None
-        match = wording_of(p["claim"], self.wordings, self.clues == "explicit")
-        return match[0] if match and match[0] not in GATE else None
+        key = SITE_REQUEST.get(p["request"])
+        if key and (self.wordings is None or any(w[1] == key for w in self.wordings)):
+            return key
+        match = None if key else wording_of(p["claim"], self.wordings, self.clues == "explicit")
+        if match:
+            return match[0] if match[0] not in GATE else None
+        return slot_of(p["request"], tuple(p["risk"]), self.known) if self.slots else None
+
+    def own_slots(self, view: View) -> set[str]:
+        """The slots of the board's sites read by `slot_of`: a mechanism the reader does not know is
+        the release's own (every family adds its own mechanism to the seen ones)."""
+        if not self.slots:
+            return set()
+        return {k for p in view.proposals.values() if (k := slot_of(p["request"], tuple(p["risk"]), self.known))}
 
     def _worker_posteriors(self, view: View) -> dict[str, dict[str, float]]:
         stats = {w["worker"]: w for w in view.board.get("worker_stats", [])}
@@ -219,7 +260,15 @@ class ReferencePlanner(Policy):
         mixed: dict[str, float] = {}
         future_mixed: list[float] = []
         total = 0.0
-        for family in possible_families([p["request"] for p in view.proposals.values()], self.known):
+        families = possible_families([p["request"] for p in view.proposals.values()], self.known)
+        own_slots = self.own_slots(view)
+        families = tuple(f for f in families if FAMILY_MECHANISM[f] in own_slots) or families
+        hypotheses = [(f, False) for f in families]
+        if self.slots and not own_slots:
+            # No site on the board is new to the reader, but a new mechanism may hold the one slot whose
+            # cards every mechanism words alike: the deploy gate, then decided by whoever puts it up.
+            hypotheses += [(f, True) for f in families if FAMILY_MECHANISM[f] in GATE]
+        for family, gate_by_proposer in hypotheses:
             own = FAMILY_MECHANISM[family]
             slots = site_keys(family, "easy" if self.clues == "explicit" else "medium")
             weights, likes, ids = [], [], []
@@ -233,7 +282,10 @@ class ReferencePlanner(Policy):
                 m = REGISTRY[mech]
                 # Whose archetype decides the site: the gate's owner, a seen copy's proposer, or
                 # for a copy still to come any of the workers who may put it up.
-                deciders = (m.owner,) if mech in GATE else (cards[i]["worker"],) if i < len(cards) else m.proposers
+                if mech in GATE:
+                    deciders = (m.proposer,) if gate_by_proposer else (m.owner,)
+                else:
+                    deciders = (cards[i]["worker"],) if i < len(cards) else m.proposers
                 weights.append(round(sum(mean_weight[w][mech == own] for w in deciders) / len(deciders), 3))
                 if i < len(cards):
                     p = cards[i]

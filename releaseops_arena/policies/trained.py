@@ -50,7 +50,6 @@ REQUEST_KIND = {
     "delay_release": "delay",
     "escalate_ticket_p1": "delay",
     "update_ticket": "paperwork",
-    "close_ticket": "paperwork",
 }
 REQUESTS = ["ship", "delay", "paperwork", "change"]
 RISKS = ["payments", "checkout", "severity", "deploy", "ship", "docs", "observability", "ci"]
@@ -70,8 +69,15 @@ EXPORT_COMMAND = (
 FORMAT = "releaseops-arena/trained-policy/1"
 # The families the reading knows. A weights file or checkpoint without a "reader" predates the
 # choice and was trained with "all".
-READERS: dict[str, tuple[str, ...]] = {"train": tuple(SPLITS["train"]["families"]), "all": ALL_FAMILIES}
-DEFAULT_READER = "train"
+READERS: dict[str, tuple[str, ...]] = {
+    "agnostic": tuple(SPLITS["train"]["families"]),
+    "train": tuple(SPLITS["train"]["families"]),
+    "all": ALL_FAMILIES,
+}
+# Readers that read a site of a mechanism they have not met by its slot (planner.slot_of): its request
+# and risk place it, so it gets the slot's rule, decisive artifact and a posterior from the board's cues.
+SLOT_READERS = frozenset({"agnostic"})
+DEFAULT_READER = "agnostic"
 
 
 def onehot(value, options) -> list[float]:
@@ -176,16 +182,35 @@ def known_fixes(known: tuple[str, ...]) -> frozenset:
     return frozenset(REGISTRY[m].fix for f in known for m in family_mechanisms(f) if REGISTRY[m].fix)
 
 
-@lru_cache(maxsize=None)
-def _held_out_requests(known: tuple[str, ...]) -> frozenset:
-    mine = {REGISTRY[m].request for f in known for m in family_mechanisms(f)}
-    return frozenset(REGISTRY[m].request for f in ALL_FAMILIES if f not in known for m in family_mechanisms(f)) - mine
-
-
 def request_kind(request: str, known: tuple[str, ...] = ALL_FAMILIES) -> str:
-    """REQUEST_KIND as the known families' boards teach it: a request only unknown families make
-    (the reopen mechanism's close_ticket, to the train reader) is a change like any unknown one."""
-    return "change" if request in _held_out_requests(known) else REQUEST_KIND.get(request, "change")
+    """REQUEST_KIND as the known families' boards teach it: a request they never make is a change."""
+    return REQUEST_KIND.get(request, "change")
+
+
+def feature_maps(reader: str) -> dict:
+    """Every name and wording the features of `reader` are built from: the vocabularies of the one-hot
+    parts and what its reading knows (families, mechanisms, wordings, fixes). An export writes them
+    beside the weights, so what the learned parts could have seen is in the file, checkable."""
+    known = READERS[check_reader(reader)]
+    mechanisms = sorted({m for f in known for m in family_mechanisms(f)})
+    return {
+        "actions": ACTIONS,
+        "request_kinds": REQUEST_KIND,
+        "requests": REQUESTS,
+        "risks": RISKS,
+        "hints": HINTS,
+        "voices": VOICES,
+        "rules": RULES,
+        "wording_kinds": WORDING_KINDS,
+        "answers": sorted(ANSWER_LLR),
+        "families": list(known),
+        "mechanisms": mechanisms,
+        "wordings": [REGISTRY[m].explicit for m in mechanisms]
+        + [REGISTRY[m].plain for m in mechanisms]
+        + [t for m in mechanisms for t in REGISTRY[m].phrases],
+        "fixes": sorted(known_fixes(known)),
+        "slot_reading": reader in SLOT_READERS,
+    }
 
 
 def _planner(reader: str = DEFAULT_READER) -> ReferencePlanner:
@@ -194,8 +219,15 @@ def _planner(reader: str = DEFAULT_READER) -> ReferencePlanner:
     budget the planner reads the level from, and on easy, where wording settles a site, the
     wording-kind features carry that instead."""
     planner = ReferencePlanner()
-    planner.known, planner.wordings = READERS[check_reader(reader)], known_wordings(reader)
+    teach(planner, reader)
     planner.clues = "subtle"
+    return planner
+
+
+def teach(planner: ReferencePlanner, reader: str) -> ReferencePlanner:
+    """Narrow a planner's knowledge of the generator to what `reader` knows (READERS, SLOT_READERS)."""
+    planner.known, planner.wordings = READERS[check_reader(reader)], known_wordings(reader)
+    planner.slots = reader in SLOT_READERS
     return planner
 
 

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from releaseops_arena.catalog import OUTCOMES
+from releaseops_arena.catalog import FAMILIES, HELDOUT_FAMILIES, OUTCOMES
+from releaseops_arena.mechanisms import REGISTRY, family_mechanisms
 from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.policies import trained as trained_policy
 from releaseops_arena.splits import SPLITS, scenarios
@@ -63,12 +64,48 @@ def test_a_stale_or_foreign_weights_file_is_refused_with_the_command_that_rebuil
 
 def test_the_shipped_policy_reads_with_the_train_families_only(tmp_path):
     """The shipped weights were trained, and are played, with a reading that knows the train families'
-    mechanisms only: on the unseen family they carry no hand-coded knowledge of the held-out ones."""
+    mechanisms only (placing a mechanism it has not met by its request and risk): on the unseen family
+    they carry no hand-coded knowledge of the held-out ones."""
     data = json.loads(trained_policy.WEIGHTS.read_text())
-    assert data["reader"] == "train" and data["known_families"] == list(SPLITS["train"]["families"])
-    assert POLICIES["trained"]().reader == "train"
+    assert data["reader"] == "agnostic" and data["known_families"] == list(SPLITS["train"]["families"])
+    assert POLICIES["trained"]().reader == "agnostic"
     assert trained_policy.TrainedPolicy(reader="all").reader == "all"
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({**data, "reader": "heldout"}))
-    with pytest.raises(ValueError, match="unknown reader 'heldout'; valid: train, all"):
+    with pytest.raises(ValueError, match="unknown reader 'heldout'; valid: agnostic, train, all"):
         trained_policy.TrainedPolicy(odd)
+
+
+def _held_out_strings() -> set[str]:
+    """Every name and template only the held-out families have: family names, mechanism keys, their
+    requests and fix kinds, and their claim, phrase and admission texts (less any a seen mechanism shares)."""
+    seen = {m for f in FAMILIES for m in family_mechanisms(f)}
+    held = {m for f in HELDOUT_FAMILIES for m in family_mechanisms(f)} - seen
+
+    def texts(keys):
+        out = set()
+        for k in keys:
+            m = REGISTRY[k]
+            out |= {k, m.request, m.explicit, m.plain, m.admission, *m.phrases} | ({m.fix} if m.fix else set())
+        return out
+
+    return set(HELDOUT_FAMILIES) | (texts(held) - texts(seen))
+
+
+def test_the_shipped_weights_and_feature_maps_never_name_the_held_out_families():
+    """The learned parts never saw the held-out family: the exported file (weights and the feature maps
+    its inputs are built from) names no held-out family, mechanism, request, fix or template, and the
+    maps it records are the ones the features use now."""
+    text = trained_policy.WEIGHTS.read_text()
+    data = json.loads(text)
+    assert data["feature_maps"] == json.loads(json.dumps(trained_policy.feature_maps(data["reader"])))
+    assert set(data["feature_maps"]["families"]) == set(FAMILIES)
+    held_out = _held_out_strings()
+    assert {"waiver", "reopen", "snapshot", "close_ticket", "update_snapshots"} <= held_out  # the check has teeth
+    named = sorted(s for s in held_out if json.dumps(s)[1:-1] in text)
+    assert not named, f"the shipped weights file names held-out material: {named}"
+
+
+def test_the_feature_maps_check_catches_a_reader_that_knows_the_held_out_families():
+    text = json.dumps(trained_policy.feature_maps("all"))
+    assert any(json.dumps(s)[1:-1] in text for s in _held_out_strings())

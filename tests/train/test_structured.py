@@ -308,11 +308,12 @@ def test_the_train_reader_reads_a_held_out_familys_own_sites_as_unknown():
     from releaseops_arena.policies.trained import _planner, read
 
     unknown = known = 0
+    train = _planner("train")
     for scenario in scenarios("unseen_family", 30, "medium"):
         view = sp.Tracker(json.loads(ReleaseOpsToolEnv().reset(**scenario)))
         held = held_out_sites(view)
         for p in view.pending():
-            r = read(view, p)
+            r = read(view, p, train)
             assert set(r) == {
                 "prob",
                 "rule",
@@ -335,6 +336,26 @@ def test_the_train_reader_reads_a_held_out_familys_own_sites_as_unknown():
     assert unknown >= 15 and known >= 30
 
 
+def test_the_agnostic_reader_places_a_held_out_site_by_its_request_and_risk():
+    """Reader "agnostic" knows what "train" knows, but reads a site whose request no known mechanism
+    makes by the slot its risk tags name: the rule and decisive artifact the full reader gives it, a
+    posterior from the board, and still no wording kind (it knows none of that mechanism's phrases)."""
+    from releaseops_arena.policies.trained import _planner, read
+
+    agnostic, every = _planner("agnostic"), _planner("all")
+    placed = 0
+    for scenario in scenarios("unseen_family", 30, "medium"):
+        view = sp.Tracker(json.loads(ReleaseOpsToolEnv().reset(**scenario)))
+        for p in held_out_sites(view):
+            if p["request"] == "open_deploy_gate":
+                continue
+            r, full = read(view, p, agnostic), read(view, p, every)
+            assert (r["rule"], r["decisive"]) == (full["rule"], full["decisive"]) and r["rule"], p["claim"]
+            assert 0.0 < r["prob"] < 1.0 and r["kind"] is None
+            placed += 1
+    assert placed >= 15
+
+
 def test_on_the_train_split_the_readers_place_the_same_sites():
     """Both readers find every train site's rule and decisive artifact; their posteriors differ, because
     "all" also weighs the held-out waiver family, whose requests are all seen ones, as possible."""
@@ -348,7 +369,7 @@ def test_on_the_train_split_the_readers_place_the_same_sites():
             assert [train[k] for k in ("rule", "decisive", "kind")] == [every[k] for k in ("rule", "decisive", "kind")]
             differ += train["prob"] != every["prob"]
     assert differ
-    with pytest.raises(ValueError, match="unknown reader 'heldout'; valid: train, all"):
+    with pytest.raises(ValueError, match="unknown reader 'heldout'; valid: agnostic, train, all"):
         sp.candidates(view, "heldout")
 
 
@@ -432,9 +453,7 @@ def test_the_train_reader_knows_no_held_out_mechanisms_fix_or_request():
     train_fix = {**p, "request": "merge_pr", "claim": "Real fix merged; payment test re-enabled and green."}
     train, every = _planner("train"), _planner("all")
     assert not read(view, rerun, train)["fix"] and read(view, rerun, every)["fix"]
-    assert (
-        read(view, close, train)["request_kind"] == "change" and read(view, close, every)["request_kind"] == "paperwork"
-    )
+    assert read(view, close, train)["request_kind"] == "change"
     assert read(view, train_fix, train)["fix"] and read(view, train_fix, every)["fix"]
     assert sp.features(view, "approve", close, reading=read(view, close, train)) != sp.features(
         view, "approve", close, reading=read(view, close, every)
