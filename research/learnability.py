@@ -56,6 +56,7 @@ from .plot_metrics import plot  # noqa: E402
 SLICES = [(split, d) for d in ("medium", "hard") for split in EVALUATION_SPLITS]
 # Every policy that tries to win without supervising (calibration.json names them so).
 EXPLOITS = (
+    "blind_bayes",
     "blind",
     "blind_probe",
     "cue_only",
@@ -92,6 +93,27 @@ def slice_checks(results: dict, references: dict) -> dict:
     return out
 
 
+# The cue-blind policies: none reads a claim, a voice, a confidence, a hint, a record or an answer.
+CUE_BLIND = ("fixed_order", "blind_bayes")
+
+
+def attention_shares(results: dict, calibrated: dict) -> dict:
+    """The share of the attention gap, (policy - best cue-blind) / (attention_oracle - best cue-blind) in
+    safe ship, that the trained policy and the planner recover; the best cue-blind policy of the slice
+    (CUE_BLIND, from the calibration of the same tasks) and the oracle are named with it."""
+    safe = {
+        k: v["metrics"]["safe_ship"]["rate"] for k, v in calibrated.items() if k in (*CUE_BLIND, "attention_oracle")
+    }
+    blind = max((k for k in CUE_BLIND if k in safe), key=safe.get, default=None)
+    if blind is None or "attention_oracle" not in safe or safe["attention_oracle"] <= safe[blind]:
+        return {}
+    gap = safe["attention_oracle"] - safe[blind]
+    share = {
+        k: round((results[k]["metrics"]["safe_ship"]["rate"] - safe[blind]) / gap, 3) for k in ("trained", "planner")
+    }
+    return {"attention_share": share["trained"], "planner_attention_share": share["planner"], "best_cue_blind": blind}
+
+
 def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -> dict:
     """{slice: {label: result}}: rule, planner, warm start, trained and evidence_first played here; exploits
     from calibration."""
@@ -114,18 +136,7 @@ def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -
             results[label]["policy"] = label
         references = {e: {**calibration["slices"][name][e], "policy": e} for e in EXPLOITS}
         checks = slice_checks(results, references)
-        # The share of the attention gap (attention_oracle - fixed_order, from the calibration of the same
-        # tasks) that the trained policy recovers, as the calibration report gives the planner's.
-        safe = {
-            k: calibration["slices"][name][k]["metrics"]["safe_ship"]["rate"]
-            for k in ("attention_oracle", "fixed_order")
-            if k in calibration["slices"][name]
-        }
-        if len(safe) == 2 and safe["attention_oracle"] > safe["fixed_order"]:
-            trained = results["trained"]["metrics"]["safe_ship"]["rate"]
-            checks["attention_share"] = round(
-                (trained - safe["fixed_order"]) / (safe["attention_oracle"] - safe["fixed_order"]), 3
-            )
+        checks.update(attention_shares(results, calibration["slices"][name]))
         out[name] = {"results": results, "exploits": references, "checks": checks}
     return out
 

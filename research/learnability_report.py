@@ -12,7 +12,7 @@ from pathlib import Path
 
 from releaseops_arena.brief import PROMPT_VERSION
 from releaseops_arena.catalog import BENCHMARK_VERSION
-from releaseops_arena.policies.trained import READERS
+from releaseops_arena.policies.trained import READERS, SLOT_READERS
 from training.evaluate import markdown
 
 COMPARED = ("safe_ship", "mean_return")
@@ -34,6 +34,14 @@ def reader_sentence(reader: str, dropout: float, whole: bool = False) -> str:
         return (
             "But the reading among its features (reader `all`) knows every family's mechanisms, the held-out "
             "ones included, so on the unseen family this policy carries hand-coded knowledge of the slice."
+        )
+    if reader in SLOT_READERS:
+        return (
+            f"The reading among its features (reader `{reader}`) knows only the {len(READERS[reader])} train "
+            "families' mechanisms and wordings; a site whose request no train mechanism makes is placed by its "
+            "request and risk tags (the slot it holds: the rule it can break, its decisive artifact) and read as "
+            "the release's own mechanism, and a deploy gate may be decided by whoever puts it up. No wording, "
+            "table or name of a held-out family is in it (a test reads the exported file)."
         )
     return (
         f"The reading among its features (reader `{reader}`) knows only the {len(READERS[reader])} train "
@@ -63,13 +71,17 @@ def ablation_lines(ablation: dict, trained_with: str) -> list[str]:
     ]
     return [
         "**What the reading knows.** The features include a reference planner's reading of each proposal "
-        "(trained_policy.read), and that reading is hand-written knowledge of the generator. Reader `train` "
+        "(trained_policy.read), and that reading is hand-written knowledge of the generator. Reader `agnostic` "
+        "knows what `train` knows and places a site of a mechanism it has not met by its request and risk "
+        "(planner.slot_of); its posterior comes from the board's cues, not its wording, which it cannot read. "
+        "Reader `train` "
         "knows the train split's families only: a held-out family's own site (a request or claim wording no "
         "train mechanism has) reads as unknown, with no rule, posterior or wording kind, so the policy must "
         "fall back on the board and the evidence. Reader `all` also knows the held-out families' mechanisms "
-        "(waiver, reopen, snapshot), which is hand-coded knowledge of the unseen-family slice. Both readers "
+        "(waiver, reopen, snapshot), which is hand-coded knowledge of the unseen-family slice. All readers "
         "share the evidence reader (policy.evidence_violation), which recognises every artifact's violation, "
-        "the held-out mechanisms' included (its worth is measured below). The rule and the planner are "
+        "the held-out mechanisms' included (its worth is measured below): it reads an artifact against S1-S3, "
+        "not a family. The rule and the planner are "
         "hand-written references and read with everything. The same weights, played with each reader on the "
         "unseen family:",
         "",
@@ -118,12 +130,21 @@ def _ret(m: dict) -> str:
     return f"{m['mean']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"
 
 
+def _shares(c: dict) -> str:
+    """The trained policy's and the planner's share of the attention gap, and the cue-blind policy it is
+    measured against (checks written before the planner's share was reported have the trained one only)."""
+    if "planner_attention_share" not in c:
+        return str(c.get("attention_share", "n/a"))
+    return f"{c['attention_share']:.3f} / {c['planner_attention_share']:.3f} ({c['best_cue_blind']})"
+
+
 def summary_table(s: dict) -> str:
     """One row per slice: safe ship and mean return of rule, trained, planner; the verdicts; the gap closed."""
     lines = [
         "| slice | safe ship %: rule / trained / planner | mean return: rule / trained / planner | "
         "above rule and every exploit (safe ship, return) | rule→planner gap closed (safe ship, return) | "
-        "trained: unsafe / missed / false blocks / P1 catch / budget % | share of the attention gap |",
+        "trained: unsafe / missed / false blocks / P1 catch / budget % | share of the attention gap: trained / planner "
+        "(against) |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, part in s["slices"].items():
@@ -142,7 +163,7 @@ def summary_table(s: dict) -> str:
             f"{ok[0]}, {ok[1]} | {gaps[0]}, {gaps[1]} | "
             f"{100 * m['unsafe_ship']['rate']:.1f} / {100 * m['missed_deadline']['rate']:.1f} / "
             f"{100 * (m['false_block']['rate'] or 0):.1f} / {100 * (m['p1_catch']['rate'] or 0):.1f} / "
-            f"{100 * m['budget_used']['rate']:.0f} | {c.get('attention_share', 'n/a')} |"
+            f"{100 * m['budget_used']['rate']:.0f} | {_shares(c)} |"
         )
     return "\n".join(lines)
 

@@ -50,7 +50,7 @@ def markdown(results: dict) -> str:
         f"vocabulary {c['vocab']} with one token per board id"
         + _head(k)
         + f". Warm start on {c['warm_start_episodes']} "
-        f"{k['warm_policy']} episodes (train split, easy{_recovery(k)}; {results['sft']['steps']} steps, loss "
+        f"{k['warm_policy']} episodes (train split, {c['difficulty']}{_recovery(k)}; {results['sft']['steps']} steps, loss "
         f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
         f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
         f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})"
@@ -145,7 +145,7 @@ def _mining(results: dict) -> str:
         return ""
     return (
         f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
-        f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, easy; those the greedy warm start does not solve: return "
+        f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, {results['config']['difficulty']}; those the greedy warm start does not solve: return "
         f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
         f"{m['reference_mean']:.3f} on the pool)"
         + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else "")
