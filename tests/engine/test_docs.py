@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -235,3 +236,20 @@ def test_the_commands_use_the_projects_interpreter():
         rel(p) for p in HAND_WRITTEN if bare.search("\n".join(re.findall(r"```bash\n(.*?)```", p.read_text(), re.S)))
     ]
     assert not offenders, f"use .venv/bin/python in the commands of {offenders}"
+
+
+# ----------------------------------------------------------------------------- numbers from the results files
+
+
+def test_the_readme_results_come_from_the_results_files():
+    """The README's Results table is rendered from calibration.json and learnability.json, never typed:
+    a number changed by hand, or results regenerated without re-rendering, fails here."""
+    from research import readme_results
+
+    text = README.read_text()
+    calibration = json.loads((REPO_ROOT / readme_results.CALIBRATION).read_text())
+    learnability = json.loads((REPO_ROOT / readme_results.LEARNABILITY).read_text())
+    assert readme_results.render(text, calibration, learnability) == text, "run: python -m research.readme_results"
+    assert "--difficulty medium" in text[text.index(readme_results.START) :]
+    tampered = text.replace("| rule | a hand-written suspicion score | ", "| rule | a hand-written suspicion score | 9")
+    assert readme_results.render(tampered, calibration, learnability) != tampered
