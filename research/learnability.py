@@ -126,19 +126,29 @@ def evaluate_slices(checkpoint: Path, n: int, workers: int, calibration: dict) -
         rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
         add_rule_win(rule, rule)
         results = {"rule": rule}
+        kept_clone = json.loads(checkpoint.with_suffix(".json").read_text()).get("best_step") == 0
         for label, policy in (
             ("planner", "planner"),
-            ("warm start", f"structured:{checkpoint.with_suffix('.warm.pt')}"),
             ("trained", f"structured:{checkpoint}"),
+            ("warm start", f"structured:{checkpoint.with_suffix('.warm.pt')}"),
             ("evidence_first", "evidence_first"),
         ):
-            results[label] = evaluate(policy, split, n, difficulty, workers=workers, baseline=rule, progress=False)
+            if label == "warm start" and kept_clone:  # no update beat the clone: the same weights, not replayed
+                results[label] = {**results["trained"]}
+            else:
+                results[label] = evaluate(policy, split, n, difficulty, workers=workers, baseline=rule, progress=False)
             results[label]["policy"] = label
-        references = {e: {**calibration["slices"][name][e], "policy": e} for e in EXPLOITS}
-        checks = slice_checks(results, references)
-        checks.update(attention_shares(results, calibration["slices"][name]))
-        out[name] = {"results": results, "exploits": references, "checks": checks}
+        out[name] = {"results": results, **checked(results, calibration["slices"][name])}
     return out
+
+
+def checked(results: dict, calibrated: dict) -> dict:
+    """The exploit suite's results on the slice (from the calibration of the same tasks) and the checks
+    against them; `--rerender` recomputes both from the calibration as it is then."""
+    references = {e: {**calibrated[e], "policy": e} for e in EXPLOITS if e in calibrated}
+    checks = slice_checks(results, references)
+    checks.update(attention_shares(results, calibrated))
+    return {"exploits": references, "checks": checks}
 
 
 def checkpoint_reader(checkpoint: Path) -> str:
@@ -371,9 +381,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calibration", type=Path, default=Path("research/results/calibration.json"))
     parser.add_argument("--out", type=Path, default=Path("research/results/learnability.json"))
     parser.add_argument(
+        "--partial-calibration",
+        action="store_true",
+        help="play even though --calibration lacks some exploits; a later --rerender against the complete "
+        "calibration checks the trained policy against all of them",
+    )
+    parser.add_argument(
         "--rerender",
         action="store_true",
-        help="keep the structured part of --out as measured; only read the LM results again",
+        help="keep the structured policies' results in --out as measured; read the LM results and the "
+        "calibration's exploit suite again",
     )
     parser.add_argument(
         "--reader-ablation",
@@ -403,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
     missing = [
         f"{s}/{d}: {e}" for s, d in SLICES for e in EXPLOITS if e not in calibration["slices"].get(f"{s}/{d}", {})
     ]
-    if missing:
+    if missing and not args.partial_calibration:
         parser.error(f"{args.calibration} lacks {', '.join(missing)}; rerun `python -m research.calibrate`")
     # An earlier checkpoint is read with its summary and its cloned start: all three, checked before minutes of play.
     ckpt = args.structured_checkpoint
@@ -425,6 +442,9 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--rerender needs a complete {args.out}; run without it first")
         old = json.loads(args.out.read_text())
         data = {**data, "command": old["command"], "structured": old["structured"], "rerendered": data["command"]}
+        # The exploit suite and the checks are read again from the calibration (the same tasks, same n).
+        for name, part in data["structured"]["slices"].items():
+            part.update(checked(part["results"], calibration["slices"][name]))
     lm_results, lm_process = args.lm_results, None
     if lm_results is None and args.lm_minutes > 0:
         lm_results = Path("research/results/lm_learnability.json")

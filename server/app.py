@@ -135,6 +135,18 @@ def schema() -> Response:
     return Response(SCHEMA, media_type="application/json")
 
 
+# A browser asks every host for /favicon.ico; a 404 there reads as a broken page in its log.
+FAVICON = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+    b'fill="#1f6feb"/><path d="M4 8.5l2.5 2.5L12 5" stroke="#fff" stroke-width="2" fill="none"/></svg>'
+)
+
+
+@app.get("/favicon.ico", include_in_schema=False)
+def favicon() -> Response:
+    return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
+
+
 @app.get("/metadata", tags=["Environment Info"], summary="Environment metadata and catalogue")
 def metadata() -> dict:
     return {

@@ -190,7 +190,7 @@ def return_html(sess: Session | None) -> str:
 def error_html(message: str | None, charged: bool = True) -> str:
     if not message:
         return ""
-    head = f"Invalid call ({signed(rewards.INVALID_ACTION)}, rule V1)" if charged else "Not sent"
+    head = f"Invalid call ({signed(rewards.INVALID_ACTION)} to the return)" if charged else "Not sent"
     return f"<div class='ro-error' role='alert'><b>{head}:</b> <code>{wordy(message)}</code></div>"
 
 

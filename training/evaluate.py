@@ -351,8 +351,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--base-url",
         default=None,
-        help="endpoint of openai:<model> policies, e.g. http://127.0.0.1:8000/v1 (default: "
-        "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1); the API key is read from "
+        help="endpoint of openai:<model> policies, e.g. http://127.0.0.1:8001/v1 (default: "
+        "$OPENAI_BASE_URL, else http://127.0.0.1:8001/v1); the API key is read from "
         '$OPENAI_API_KEY ("EMPTY" when unset)',
     )
     parser.add_argument("--split", default="heldout_seeds", choices=list(SPLITS))

@@ -8,7 +8,7 @@ assistant `tool_calls` turn per call, a `tool` turn per result, and an invalid
 call's result as `str({'error': message})`, with the same seven tool schemas.
 
     OPENAI_API_KEY=... python -m training.evaluate --policy openai:Qwen/Qwen3-8B \
-        --base-url http://127.0.0.1:8000/v1 --split heldout_seeds -n 200 --workers 8
+        --base-url http://127.0.0.1:8001/v1 --split heldout_seeds -n 200 --workers 8
 
 The key comes from the environment (`OPENAI_API_KEY`; "EMPTY" for local servers),
 never from an argument, and is never logged. Requests time out, and 429, 5xx,
@@ -34,7 +34,8 @@ from releaseops_arena.policies import Policy
 
 from .tool_calls import tools_column
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+# Port 8001: 8000 is the environment server's (`make serve`); a model server runs beside it.
+DEFAULT_BASE_URL = "http://127.0.0.1:8001/v1"
 API_KEY_ENV = "OPENAI_API_KEY"
 RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 

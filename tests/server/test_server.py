@@ -161,6 +161,8 @@ def test_info_routes_answer(live_server):
     assert {"tool_name", "arguments"} <= set(schema["action"]["properties"])
     assert {"text", "error", "outcome", "episode_return"} <= set(schema["observation"]["properties"])
     assert "board" not in schema["observation"]["properties"] and "board" in schema["state"]["properties"]
+    icon = httpx.get(f"{live_server}/favicon.ico")  # every browser asks; a 404 reads as a broken page
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
     meta = httpx.get(f"{live_server}/metadata").json()
     assert meta["catalogue"]["benchmark_version"] == BENCHMARK_VERSION == "v3"  # which world these results are of
     assert meta["catalogue"]["families"] == list(FAMILIES)
