@@ -251,9 +251,9 @@ def train_structured(checkpoint: Path, minutes: float | None, seed: int, **scale
     from .structured_policy import recipe as published
     from .structured_policy import train
 
-    recipe = {**published("published"), **({"minutes": minutes} if minutes is not None else {}), **scale}
+    recipe = {**published("published"), **({"minutes": minutes} if minutes is not None else {}), **scale, "seed": seed}
     summary = train(
-        **recipe, seed=seed, out=checkpoint, command=TRAIN_COMMAND.format(**recipe, out=checkpoint) + f" --seed {seed}"
+        **recipe, out=checkpoint, command=TRAIN_COMMAND.format(**recipe, out=checkpoint) + f" --seed {seed}"
     )
     summary.pop("model")
     return summary
@@ -364,6 +364,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--lm-minutes", type=float, default=60.0, help="LM experiment time (0: no LM section)")
     parser.add_argument("--lm-results", type=Path, default=None, help="render these LM results instead of running it")
+    parser.add_argument(
+        "--lm-more-results",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="further LM results (another difficulty, say), each rendered as its own subsection",
+    )
     parser.add_argument("--lm-n", type=int, default=120, help="held-out easy episodes per LM evaluation")
     parser.add_argument("-n", type=int, default=500, help="tasks per slice (structured); must match calibration.json")
     parser.add_argument("--search", type=int, default=100, help="tasks searched per slice for a parting example")
@@ -373,8 +380,7 @@ def main(argv: list[str] | None = None) -> None:
         "--structured-seed",
         type=int,
         default=1,
-        help="the structured policy's training seed (1: of seeds 0 and 1, the one "
-        "`structured_policy --compare` picked on fresh train seeds)",
+        help="the structured policy's training seed (the published recipe's: 1)",
     )
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
@@ -486,7 +492,7 @@ def main(argv: list[str] | None = None) -> None:
             "Run by this command (`python -m research.lm_learnability`, in parallel)."
             if lm_process
             else f"Read from `{lm_results}`, written earlier by "
-            "`python -m research.lm_learnability`"
+            f"`{data['lm'].get('command', 'python -m research.lm_learnability')}`"
             + (
                 f" ({data['lm']['config']['minutes']} minutes budget, seed {data['lm']['config']['seed']})."
                 if "config" in data["lm"]
@@ -494,6 +500,14 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
         data["lm_curve"] = lm_curve(data["lm"], args.docs)
+        data["lm_more"] = [
+            {
+                "path": str(path),
+                "command": (r := json.loads(path.read_text())).get("command", "python -m research.lm_learnability"),
+                "results": r,
+            }
+            for path in args.lm_more_results
+        ]
     if args.out.exists() and not args.rerender:  # the variants table is curated by hand between runs, as the LM's is
         data["structured"]["variants"] = json.loads(args.out.read_text()).get("structured", {}).get("variants", [])
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -315,6 +315,16 @@ def report(data: dict, docs: Path) -> str:
         lines += [data["lm_provenance"], "", lm_markdown(data["lm"]), ""]
         if data.get("lm_curve"):
             lines += ["![GRPO reward](learnability_lm_curve.png)", ""]
+        for more in data.get("lm_more", []):
+            c = more["results"]["config"]
+            lines += [
+                f"### At {c.get('difficulty', 'easy')}",
+                "",
+                f"Read from `{more['path']}`, written by `{more['command']}`.",
+                "",
+                lm_markdown(more["results"]),
+                "",
+            ]
     text = "\n".join(lines) + "\n"
     (docs / "learnability.md").write_text(text)
     return text

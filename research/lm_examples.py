@@ -23,6 +23,8 @@ from research import copy_model
 from server.web_render import sentence
 from training.evaluate import make_policy
 
+from .lm_report import examples_markdown
+
 SPLIT = "heldout_seeds"
 
 
@@ -56,21 +58,6 @@ def examples(run_dir: Path, difficulty: str, start: int = 0, search: int = 40) -
     return chosen + ([same] if same else [])
 
 
-def markdown(rows: list[dict]) -> list[str]:
-    out = []
-    for r in rows:
-        t = r["task"]
-        what = "the first where they end differently" if r["kind"] == "differ" else "the first both play through"
-        out += [f"**{t['split']} task {t['index']} ({t['difficulty']}), {what}**", ""]
-        for label in ("before", "after"):
-            e = r[label]
-            name = "warm start" if label == "before" else "after GRPO"
-            out += [f"- {name} ({e['outcome']}, return {e['return']:.2f}):"]
-            out += [f"  {k}. {c}" for k, c in enumerate(e["calls"], 1)]
-        out.append("")
-    return out
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path, help="an lm_learnability --out folder (with sft/ and grpo/)")
@@ -84,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         data = json.loads(args.into.read_text())
         data["examples"] = rows
         args.into.write_text(json.dumps(data, indent=1))
-    print("\n".join(markdown(rows)))
+    print("\n".join(examples_markdown(rows)))
 
 
 if __name__ == "__main__":

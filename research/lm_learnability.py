@@ -501,6 +501,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)}")
         settings[key] = json.loads(value)
     results = run(args.minutes, args.out, args.seed, args.n_eval, settings, args.difficulty)
+    results["command"] = "python -m research.lm_learnability " + " ".join(sys.argv[1:] if argv is None else argv)
     # Earlier runs' rows are kept: the table lists every variant tried, this run's rows last.
     previous = json.loads(args.results.read_text()).get("variants", []) if args.results.exists() else []
     name = args.variant or f"run {len(previous) // 2 + 1}"

@@ -50,7 +50,8 @@ def markdown(results: dict) -> str:
         f"vocabulary {c['vocab']} with one token per board id"
         + _head(k)
         + f". Warm start on {c['warm_start_episodes']} "
-        f"{k['warm_policy']} episodes (train split, {c['difficulty']}{_recovery(k)}; {results['sft']['steps']} steps, loss "
+        f"{k['warm_policy']} episodes (train split, {c.get('difficulty', 'easy')}{_recovery(k)}; "
+        f"{results['sft']['steps']} steps, loss "
         f"{results['sft']['loss_first']:.2f} → {results['sft']['loss_last']:.2f}), then GRPO with TRL's "
         f"`environment_factory` ({results['grpo']['steps']} steps, {k['num_generations']} generations per prompt, "
         f"lr {k['grpo_lr']}, KL weight beta {k.get('beta', 0.0)}{_zero_std(results['grpo'])})"
@@ -86,6 +87,13 @@ def markdown(results: dict) -> str:
         + (" (calls per episode fell under half)" if results["calls_collapse"] else "")
         + ".",
     ]
+    if results.get("examples"):
+        lines += [
+            "",
+            "Before and after GRPO, greedy, on held-out tasks (`python -m research.lm_examples`):",
+            "",
+            *examples_markdown(results["examples"]),
+        ]
     return "\n".join(lines + [""] + _variants(results))
 
 
@@ -145,7 +153,8 @@ def _mining(results: dict) -> str:
         return ""
     return (
         f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
-        f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, {results['config']['difficulty']}; those the greedy warm start does not solve: return "
+        f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, {results['config'].get('difficulty', 'easy')}; those the "
+        "greedy warm start does not solve: return "
         f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
         f"{m['reference_mean']:.3f} on the pool)"
         + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else "")
@@ -182,3 +191,19 @@ def _variants(results: dict) -> list[str]:
             f"{v['calls_per_episode']} | {v['mean_return']} | {v['measured_with']} |"
         )
     return lines
+
+
+def examples_markdown(rows: list[dict]) -> list[str]:
+    """Before/after episodes (`research.lm_examples`), each call a numbered sentence."""
+    out = []
+    for r in rows:
+        t = r["task"]
+        what = "the first where they end differently" if r["kind"] == "differ" else "the first both play through"
+        out += [f"**{t['split']} task {t['index']} ({t['difficulty']}), {what}**", ""]
+        for label in ("before", "after"):
+            e = r[label]
+            name = "warm start" if label == "before" else "after GRPO"
+            out += [f"- {name} ({e['outcome']}, return {e['return']:.2f}):"]
+            out += [f"  {k}. {c}" for k, c in enumerate(e["calls"], 1)]
+        out.append("")
+    return out
