@@ -46,16 +46,30 @@ def shuffle(rng: random.Random, items: list) -> None:
 # Cumulative weights by weight tuple: the tables are few and fixed, and
 # `random.choices` would rebuild them on every draw (the hot spot of a phase change).
 _CUMULATIVE: dict[tuple, tuple[list[float], float]] = {}
+# The same, by the identity of a weight tuple (the tables are module constants). A timing side
+# channel otherwise: hashing a float takes longer for some values than others (0.55 than 0.5), and
+# the tables looked up differ by archetype and by whether a site is a shortcut.
+_BY_ID: dict[int, tuple[object, list[float], float]] = {}
+_BY_ID_MAX = 512  # a caller that builds a fresh tuple per draw must not grow it without end
+
+# Draws made only so that one branch takes as long as the other (a timing side channel): their
+# values are never used, so they come from here and every scenario's own stream stays as it was.
+SHADOW = random.Random(0)
 
 
 def pick(rng: random.Random, options, weights):
     """`rng.choices(options, weights=weights, k=1)[0]`, draw for draw (the same float and bisect)."""
-    key = tuple(weights)
-    cum = _CUMULATIVE.get(key)
-    if cum is None:
-        acc = list(accumulate(key))
-        if len(acc) != len(options) or not acc[-1] > 0.0:
-            raise ValueError(f"{len(options)} options need as many positive weights, got {key}")
-        cum = _CUMULATIVE[key] = (acc, acc[-1] + 0.0)
-    acc, total = cum
+    entry = _BY_ID.get(id(weights))
+    if entry is None or entry[0] is not weights:
+        key = tuple(weights)
+        cum = _CUMULATIVE.get(key)
+        if cum is None:
+            acc = list(accumulate(key))
+            if len(acc) != len(options) or not acc[-1] > 0.0:
+                raise ValueError(f"{len(options)} options need as many positive weights, got {key}")
+            cum = _CUMULATIVE[key] = (acc, acc[-1] + 0.0)
+        entry = (weights, *cum)
+        if type(weights) is tuple and len(_BY_ID) < _BY_ID_MAX:
+            _BY_ID[id(weights)] = entry  # holds the tuple, so its id is not reused while cached
+    _, acc, total = entry
     return options[bisect(acc, rng.random() * total, 0, len(acc) - 1)]

@@ -5,8 +5,9 @@
 The exploits are fitted on the train split first (per difficulty): the best
 blind script of the grammar (a), the best blind script with one inspection
 (b), the cue-only classifier (c), and the best fixed inspection order (a script
-that reads no cue). So is the best cue reader we fit (a logistic regression over
-every visible feature, used to choose where to inspect). Then every policy plays
+that reads no cue; `blind_bayes`, the planner's posterior without any cue, needs no
+fitting). So is the best cue reader we fit (a logistic regression over every visible
+feature, used to choose where to inspect). Then every policy plays
 the same `n` scenarios per slice. Writes research/results/calibration.json,
 docs/calibration.md and the board's chart and numbers (server/assets/metrics.png and
 results.json), and prints each target with its measured value.
@@ -45,8 +46,9 @@ REFERENCE = [
     "inspect_everything",
     "block_everything",
 ]
-EXPLOITS = ["blind", "blind_probe", "cue_only", "fixed_order"]
-FITTED = EXPLOITS + ["cue_reader"]  # fitted on the train split per difficulty, registered as `<name>@<difficulty>`
+EXPLOITS = ["blind", "blind_probe", "cue_only", "fixed_order", "blind_bayes"]
+# Fitted on the train split per difficulty, registered as `<name>@<difficulty>` (blind_bayes needs no fitting).
+FITTED = ["blind", "blind_probe", "cue_only", "fixed_order", "cue_reader"]
 SLICES = [(split, d) for d in ("medium", "hard") for split in ("heldout_seeds", "unseen_family", "unseen_mix")]
 INFO_SLICES = [("heldout_seeds", "easy")]
 MI_LIMIT = 0.3
@@ -126,13 +128,19 @@ def _pts(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def best_cue_blind(safe: dict[str, float]) -> str:
+    """The cue-blind policy of the suite (exploits.CUE_BLIND) that ships safely most often on a slice."""
+    return max((name for name in exploits.CUE_BLIND if name in safe), key=safe.get)
+
+
 def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple[str, str, bool]]:
     """The targets on one slice, as (target, measured, met)."""
     m = {name: r["metrics"] for name, r in results.items()}
     safe = {name: v["safe_ship"]["rate"] for name, v in m.items()}
     oracle_min = min(s["safe_ship"]["rate"] for s in results["oracle"]["by_family"].values())
     planner, fixed, attention = safe["planner"], safe["fixed_order"], safe["attention_oracle"]
-    share = (planner - fixed) / (attention - fixed) if attention > fixed else float("nan")
+    blind = best_cue_blind(safe)
+    share = (planner - safe[blind]) / (attention - safe[blind]) if attention > safe[blind] else float("nan")
     share_target = 0.5 if heldout else 0.4
     best_exploit = max(safe[e] for e in EXPLOITS)
     worst_unsafe = min(m["naive"]["unsafe_ship"]["rate"], m["always_approve"]["unsafe_ship"]["rate"])
@@ -145,7 +153,11 @@ def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple
             f"{_pts(planner - fixed)} ({_pts(planner)}% vs {_pts(fixed)}%)",
             planner - fixed >= 0.15,
         ),
-        (f"planner's share of the attention gap >= {share_target}", f"{share:.2f}", share >= share_target),
+        (
+            f"planner's share of the attention gap (from the best cue-blind policy) >= {share_target}",
+            f"{share:.2f} (from {blind}, {_pts(safe[blind])}%)",
+            share >= share_target,
+        ),
         (
             "planner safe ship >= 60% and within 35 points of the oracle",
             f"{_pts(planner)}% ({_pts(safe['oracle'] - planner)} below)",
@@ -177,7 +189,7 @@ def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple
             ret["inspect_everything"] < ret["planner"],
         ),
         (
-            "rule safe ship above every exploit (fixed_order included), below the planner",
+            "rule safe ship above every exploit (fixed_order and blind_bayes included), below the planner",
             f"{_pts(safe['rule'])}% (best exploit {_pts(best_exploit)}%, planner {_pts(planner)}%)",
             best_exploit < safe["rule"] < planner,
         ),
@@ -225,14 +237,17 @@ def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path, assets:
         if difficulty != "easy":
             rows = targets(results, clean_share(split, n, difficulty), split == "heldout_seeds")
             safe = {name: results[name]["metrics"]["safe_ship"]["rate"] for name in results}
-            gap = safe["attention_oracle"] - safe["fixed_order"]
+            blind = best_cue_blind(safe)
+            gap = safe["attention_oracle"] - safe[blind]
             report["attention_share"][slice_name] = {
                 "attention_oracle": safe["attention_oracle"],
                 "planner": safe["planner"],
                 "fixed_order": safe["fixed_order"],
+                "blind_bayes": safe["blind_bayes"],
+                "best_cue_blind": blind,
                 "cue_reader": safe["cue_reader"],
-                "planner_share": round((safe["planner"] - safe["fixed_order"]) / gap, 3) if gap > 0 else None,
-                "cue_reader_share": round((safe["cue_reader"] - safe["fixed_order"]) / gap, 3) if gap > 0 else None,
+                "planner_share": round((safe["planner"] - safe[blind]) / gap, 3) if gap > 0 else None,
+                "cue_reader_share": round((safe["cue_reader"] - safe[blind]) / gap, 3) if gap > 0 else None,
             }
             worst_mi = max(report["information"][difficulty].values())
             rows.append(
@@ -305,17 +320,19 @@ def render(report: dict, n: int) -> str:
         "",
         "## Attention",
         "",
-        "Safe ship %. The attention gap is `attention_oracle - fixed_order`: what knowing where to look is "
-        "worth over the best order that reads no cue. A share is how much of it a policy recovers.",
+        "Safe ship %. The attention gap is `attention_oracle` minus the best cue-blind policy of the slice "
+        f"({', '.join(f'`{e}`' for e in exploits.CUE_BLIND)}): what knowing where to look is worth over the best "
+        "play that reads no cue. A share is how much of it a policy recovers.",
         "",
-        "| slice | attention_oracle | planner | cue_reader (fitted) | fixed_order | planner's share | "
-        "cue reader's share |",
-        "|---|---|---|---|---|---|---|",
+        "| slice | attention_oracle | planner | cue_reader (fitted) | fixed_order | blind_bayes | best cue-blind | "
+        "planner's share | cue reader's share |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for slice_name, a in report["attention_share"].items():
         lines.append(
             f"| {slice_name} | {_pts(a['attention_oracle'])} | {_pts(a['planner'])} | {_pts(a['cue_reader'])} | "
-            f"{_pts(a['fixed_order'])} | {a['planner_share']} | {a['cue_reader_share']} |"
+            f"{_pts(a['fixed_order'])} | {_pts(a['blind_bayes'])} | {a['best_cue_blind']} | {a['planner_share']} | "
+            f"{a['cue_reader_share']} |"
         )
     lines += [
         "",

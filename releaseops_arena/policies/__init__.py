@@ -20,6 +20,7 @@ from .baselines import (
     RandomPolicy,
     TruthReader,
 )
+from .blind_bayes import BlindBayes
 from .planner import InspectEverything, ReferencePlanner, Rule
 from .runner import play
 from .trained import TrainedPolicy
@@ -40,6 +41,7 @@ POLICIES: dict[str, type[Policy]] = {
         EvidenceFirst,
         FixedOrder,
         AttentionOracle,
+        BlindBayes,
     )
 }
 
@@ -61,4 +63,5 @@ __all__ = [
     "EvidenceFirst",
     "FixedOrder",
     "AttentionOracle",
+    "BlindBayes",
 ]

@@ -5,10 +5,14 @@
 For the first `n` held-out-seed tasks at medium, it times in process (the minimum of `--repeats`
 runs, to strip scheduler noise) `reset`, and the call that ends triage (which builds the deploy-gate
 stage), and asks how well each time alone predicts whether that stage holds a shortcut: the area
-under the ROC curve (0.5: no information). The generator
-draws different evidence for a shortcut's artifacts, so some difference is expected; the number is
-kept in docs/benchmarks.md so that a change that widens it is seen. Over the wire the network's
-jitter is far larger than these microseconds; this script does not measure the wire.
+under the ROC curve (0.5: no information). The goal is an AUC of at most `BOUND` for each call: the
+generator does the same work for a shortcut site as for a correct one (mechanisms.evidence_for,
+scenario_builder.site and deploy_gate). The numbers are kept in docs/benchmarks.md so that a change
+that widens the channel is seen. Over the wire the network's jitter is far larger than these
+microseconds; this script does not measure the wire.
+
+On a loaded machine, `--clock thread` times with the thread's CPU time, which leaves out the time
+the scheduler gives other processes (caches they share still add noise); raise `--repeats` too.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import REGISTRY
 from releaseops_arena.scenario_builder import mechanism_of
 from releaseops_arena.splits import scenarios
+
+BOUND = 0.55  # the most AUC a timed call may show
+CLOCKS = {"perf": time.perf_counter, "thread": time.thread_time}
+_clock = time.perf_counter
 
 
 def auc(positives: list[float], negatives: list[float]) -> float:
@@ -46,26 +54,28 @@ def _end_triage(scenario: dict) -> tuple[float, Episode]:
     pending = list(episode.world.active)
     for pid in pending[:-1]:
         episode.step("approve_proposal", {"proposal_id": pid})
-    start = time.perf_counter()
+    start = _clock()
     episode.step("approve_proposal", {"proposal_id": pending[-1]})
-    return time.perf_counter() - start, episode
+    return _clock() - start, episode
 
 
 def _stage_has_shortcut(episode: Episode, stage: int) -> bool:
     return any(REGISTRY[mechanism_of(k)].stage == stage for k in episode.world.hazards)
 
 
-def measure(n: int, repeats: int, difficulty: str = "medium") -> dict:
+def measure(n: int, repeats: int, difficulty: str = "medium", clock: str = "perf") -> dict:
+    global _clock
+    _clock = CLOCKS[clock]
     rows = []
     for s in scenarios("heldout_seeds", n, difficulty):
         reset = end = float("inf")
         for _ in range(repeats):
-            start = time.perf_counter()
+            start = _clock()
             episode = Episode(**s)
-            reset = min(reset, time.perf_counter() - start)
+            reset = min(reset, _clock() - start)
             end = min(end, _end_triage(s)[0])
         rows.append((reset * 1e6, _stage_has_shortcut(episode, 0), end * 1e6, _stage_has_shortcut(episode, 1)))
-    out = {"n": n, "repeats": repeats, "difficulty": difficulty}
+    out = {"n": n, "repeats": repeats, "difficulty": difficulty, "clock": clock, "bound": BOUND}
     for name, t, y in (("reset", 0, 1), ("end_of_triage", 2, 3)):
         pos = [r[t] for r in rows if r[y]]
         neg = [r[t] for r in rows if not r[y]]
@@ -75,6 +85,7 @@ def measure(n: int, repeats: int, difficulty: str = "medium") -> dict:
             "median_us_without": round(statistics.median(neg), 1),
             "auc": round(auc(pos, neg), 3),
         }
+        out[name]["met"] = out[name]["auc"] <= BOUND
     return out
 
 
@@ -82,31 +93,42 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--difficulty", default="medium", choices=("easy", "medium", "hard"))
+    parser.add_argument("--clock", default="perf", choices=tuple(CLOCKS), help="thread: CPU time (a loaded machine)")
     parser.add_argument("--quick", action="store_true", help="500 tasks")
     parser.add_argument("--json", type=Path, default=None, help="also write the result here (tools.bench.run_all)")
     args = parser.parse_args(argv)
-    result = measure(500 if args.quick else args.n, args.repeats)
+    result = measure(500 if args.quick else args.n, args.repeats, args.difficulty, args.clock)
     text = json.dumps(result, indent=1)
     if args.json:
         args.json.write_text(text)
     print(text)
+    for name in ("reset", "end_of_triage"):
+        r = result[name]
+        print(f"{name}: AUC {r['auc']:.3f} (bound {BOUND}): {'met' if r['met'] else 'NOT met'}")
 
 
 def section(result: dict) -> str:
     """The report's section (tools/bench/report.py)."""
     rows = "\n".join(
         f"| {name.replace('_', ' ')} | {r['share_with_shortcut']:.0%} | {r['median_us_with']} | "
-        f"{r['median_us_without']} | {r['auc']:.3f} |"
+        f"{r['median_us_without']} | {r['auc']:.3f} | {'**met**' if r['auc'] <= BOUND else '**not met**'} |"
         for name, r in (("reset", result["reset"]), ("the call that ends triage", result["end_of_triage"]))
     )
     return (
         "## Timing side channel\n\n"
         f"`tools/bench/timing_channel.py`: the first {result['n']:,} held-out-seed tasks at "
         f"{result['difficulty']}, each "
-        f"call timed in process as the minimum of {result['repeats']} runs. AUC: how well the time alone predicts "
-        "whether the stage being built holds a shortcut (0.5: not at all). The wire adds far more jitter than "
-        "these microseconds and is not measured here.\n\n"
-        "| call | stages with a shortcut | median us, with | median us, without | AUC |\n|---|---|---|---|---|\n" + rows
+        f"call timed in process ({result.get('clock', 'perf')} clock) as the minimum of {result['repeats']} runs. "
+        "AUC: how well the time alone predicts whether the stage being built holds a shortcut (0.5: not at "
+        f"all); the goal is at most {BOUND}. The wire adds far more jitter than these microseconds and is not "
+        "measured here. This run: `PYTHONPATH=. .venv/bin/python -m tools.bench.timing_channel "
+        f"-n {result['n']} --repeats {result['repeats']}"
+        + (f" --clock {result['clock']}" if result.get("clock", "perf") != "perf" else "")
+        + (f" --difficulty {result['difficulty']}" if result["difficulty"] != "medium" else "")
+        + "`.\n\n"
+        "| call | stages with a shortcut | median us, with | median us, without | AUC | goal |\n"
+        "|---|---|---|---|---|---|\n" + rows
     )
 
 

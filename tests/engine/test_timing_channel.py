@@ -1,0 +1,98 @@
+"""No timing side channel: the generator does the same work for a shortcut site as for a correct one.
+
+The timing itself is measured by tools/bench/timing_channel.py (too noisy for a test); these check the
+invariants that make it hold: both branches make the same draws on a scenario's stream, and the
+table lookups of `pick` do not depend on the weights' values.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from releaseops_arena import draws, scenario_builder
+from releaseops_arena.catalog import DIFFICULTIES
+from releaseops_arena.mechanisms import evidence_for
+from releaseops_arena.world import World
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+@pytest.mark.parametrize("key", ["ci", "retry", "reopen", "snapshot"])  # qa: see below
+def test_shortcut_and_correct_evidence_draw_alike(key, difficulty):
+    for seed in range(50):
+        bad_rng, good_rng = random.Random(seed), random.Random(seed)
+        evidence_for(key, True, difficulty, bad_rng)
+        evidence_for(key, False, difficulty, good_rng)
+        assert bad_rng.getstate() == good_rng.getstate()
+
+
+def test_qa_draws_the_other_branchs_report_count_on_the_shadow_stream():
+    # qa's report count has a range of its own per branch (a world's stream must stay as it was),
+    # so each branch also draws the other's range on draws.SHADOW.
+    calls = []
+    real_between = scenario_builder.evidence_for.__globals__["between"]
+
+    def spy(rng, low, high):
+        calls.append((rng is draws.SHADOW, low, high))
+        return real_between(rng, low, high)
+
+    scenario_builder.evidence_for.__globals__["between"] = spy
+    try:
+        evidence_for("qa", True, "medium", random.Random(0))
+        bad, calls[:] = list(calls), []
+        evidence_for("qa", False, "medium", random.Random(0))
+    finally:
+        scenario_builder.evidence_for.__globals__["between"] = real_between
+    assert sorted((low, high) for _, low, high in bad) == sorted((low, high) for _, low, high in calls)
+    assert [shadow for shadow, _, _ in bad] == [shadow for shadow, _, _ in calls] == [False, True]
+
+
+def test_pick_matches_choices_for_tables_and_lists():
+    tables = [(0.15, 0.30, 0.55), (0.5, 0.3, 0.2), [1.0, 20.0, 45.0]]
+    for weights in tables:
+        mine, theirs = random.Random(7), random.Random(7)
+        for _ in range(200):
+            assert draws.pick(mine, "abc", weights) == theirs.choices("abc", weights=weights, k=1)[0]
+    with pytest.raises(ValueError):
+        draws.pick(random.Random(0), "ab", (1.0, 2.0, 3.0))
+
+
+def _world(hazards: frozenset[str], difficulty: str = "medium") -> World:
+    world = scenario_builder.build_scenario("green_ci_disabled_payment_test", 3, difficulty, "random")
+    world.hazards = hazards
+    world.rng = random.Random(11)
+    return world
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+@pytest.mark.parametrize("site_key", ["ci", "retry"])
+def test_a_site_draws_alike_either_way(site_key, difficulty):
+    bad, good = _world(frozenset({site_key}), difficulty), _world(frozenset(), difficulty)
+    p_bad, p_good = scenario_builder.site(bad, site_key), scenario_builder.site(good, site_key)
+    assert bad.rng.getstate() == good.rng.getstate()
+    assert (p_bad.truth.label, p_good.truth.label) == ("shortcut", "correct")
+    assert p_bad.truth.violation in bad.violations and p_good.truth.violation is None
+    assert len(bad.violations) == len(good.violations) + 1
+
+
+@pytest.mark.parametrize("gate", [None, "slow", "waiver"])
+def test_the_deploy_gate_draws_alike_either_way(gate):
+    world, green = _world(frozenset({gate} if gate else set())), _world(frozenset())
+    proposal = scenario_builder.deploy_gate(world)
+    scenario_builder.deploy_gate(green)
+    assert world.rng.getstate() == green.rng.getstate()
+    assert proposal.truth.kind == f"gate_{gate or 'green'}"
+    assert world.deploy_checks == {None: "passed", "slow": "running", "waiver": "not_run"}[gate]
+    assert world.slow_check == (proposal.truth.violation if gate == "slow" else None)
+    assert (proposal.truth.violation in world.violations) == (gate is not None)
+
+
+def test_voiced_alike_is_voiced():
+    from releaseops_arena.mechanisms import REGISTRY
+    from releaseops_arena.workers import VOICES, voiced
+
+    texts = [t for m in REGISTRY.values() for t in (m.explicit, m.plain, *m.phrases)] + ["x.", "Ship it..."]
+    for text in texts:
+        for voice in VOICES:
+            assert scenario_builder.voiced_alike(voice, text) == voiced(voice, text)
