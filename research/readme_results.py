@@ -27,9 +27,9 @@ DIFFICULTY = "medium"
 ROWS = (
     ("naive", "approves everything"),
     ("fixed_order", "a searched inspection order, never reads a cue"),
-    ("blind_bayes", "exact posterior from request, risk, proposer and evidence; never reads a cue"),
+    ("blind_bayes", "exact posterior, never reads a cue"),
     ("rule", "a hand-written suspicion score"),
-    ("trained", "a small network cloned from the planner, reading only what any family shows"),
+    ("trained", "a network cloned from the planner, no held-out family known"),
     ("planner", "exact posterior from the published tables"),
     ("attention_oracle", "privileged only in where to look"),
 )
@@ -67,7 +67,7 @@ def block(calibration: dict, learnability: dict) -> str:
         )
     lines += [
         "",
-        "The same numbers, with 95% intervals (one split per command; `--split unseen_family` for the other column):",
+        "With 95% intervals (`--split unseen_family` for the other column):",
         "",
         "```bash",
         f".venv/bin/python -m training.evaluate --policy {','.join(names)} \\",
