@@ -1,9 +1,11 @@
-"""Replays of a `training.collect` trajectory file on the Watch tab (any policy's episodes, an LLM's included).
+"""Replays of a trajectory file on the Watch tab (any policy's episodes, an LLM's included).
 
-A collect file (`results.jsonl`) holds one OpenEnv `EpisodeRecord` per line: the
-task it played (`task`: family, seed, difficulty, archetype_mix, benchmark_version),
-the calls it made (`tool_trace`: tool_name, arguments, result.data or result.error),
-its reward and metrics, and who played (`extra.policy`). This module reads those
+A collect file (`results.jsonl`, from `training.collect` or OpenEnv's `CollectRunner` over
+`client.harness`) holds one OpenEnv `EpisodeRecord` per line: the task it played (`task`: a
+scenario, family, seed, difficulty, archetype_mix and benchmark_version; or a task of a split,
+`split`, `index` and an optional `difficulty`, replayed on the public draw), the calls it made
+(`tool_trace`: tool_name, arguments, result.data or result.error), its reward and metrics, and
+who played (`extra.policy`, when the collector names it). This module reads those
 lines as plain JSON (the server never imports `training`), turns one record into
 a Watch column, and checks it against the engine: the calls are played again on
 the same task, so a column whose results differ from the file says so.
@@ -20,6 +22,9 @@ from pathlib import Path
 
 from releaseops_arena import catalog
 from releaseops_arena.episode import Episode
+from releaseops_arena.rewards import MAX_TOOL_CALLS
+from releaseops_arena.splits import task_scenario
+from releaseops_arena.tools import TOOL_NAMES
 
 MAX_BYTES = 5 * 1024 * 1024  # the published upload limit (docs/server.md)
 MAX_EPISODES = 500  # records offered in the episode menu
@@ -81,11 +86,16 @@ def read_records(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> list[di
 
 def check_record(record, number: int) -> dict:
     if not isinstance(record, dict) or not isinstance(record.get("task"), dict):
-        raise ReplayError(f"line {number} is not an episode record of training.collect (no task)")
+        raise ReplayError(f"line {number} is not an episode record of training.collect or CollectRunner (no task)")
     task = record["task"]
     missing = [k for k in SCENARIO_KEYS if k not in task]
-    if missing:
-        raise ReplayError(f"line {number}: its task has no {', '.join(missing)}")
+    if missing and "index" in task:  # a split's task (the harness's form): resolved on the public draw
+        try:
+            scenario(record)
+        except (TypeError, ValueError) as exc:
+            raise ReplayError(f"line {number}: {exc}") from None
+    elif missing:
+        raise ReplayError(f"line {number}: its task has no {', '.join(missing)} (nor a split and index)")
     version = task.get("benchmark_version")
     if version is not None and version != catalog.BENCHMARK_VERSION:
         raise ReplayError(
@@ -94,7 +104,7 @@ def check_record(record, number: int) -> dict:
         )
     if not isinstance(record.get("metrics", {}), dict) or not isinstance(record.get("extra", {}), dict):
         raise ReplayError(f"line {number}: its metrics and extra must be objects")
-    if not isinstance(task.get("difficulty"), str) or type(task.get("seed")) is not int:
+    if not missing and (not isinstance(task.get("difficulty"), str) or type(task.get("seed")) is not int):
         raise ReplayError(f"line {number}: its task needs a difficulty name and an integer seed")
     trace = record.get("tool_trace")
     if not isinstance(trace, list) or not all(
@@ -106,22 +116,29 @@ def check_record(record, number: int) -> dict:
 
 
 def scenario(record: dict) -> dict:
-    return {k: record["task"][k] for k in SCENARIO_KEYS}
+    """The scenario a record played: its own, or its split task's on the public draw (a server's private
+    draw is never replayed for a visitor's file)."""
+    task = record["task"]
+    if all(k in task for k in SCENARIO_KEYS):
+        return {k: task[k] for k in SCENARIO_KEYS}
+    if type(task.get("index")) is not int or not isinstance(task.get("split"), str):
+        raise ValueError("its task needs a split name and an integer index")
+    return task_scenario(task["split"], task["index"], task.get("difficulty"))
 
 
 def policy_name(record: dict) -> str:
     extra = record.get("extra") if isinstance(record.get("extra"), dict) else {}
-    return str(extra.get("policy") or "unknown policy")
+    return str(extra.get("policy") or ("harness model" if "messages" in record else "unknown policy"))
 
 
 def episode_label(index: int, record: dict) -> str:
     """A menu label: who played which task, and how it ended."""
     task, metrics = record["task"], record.get("metrics") or {}
     where = f"{task.get('split', 'task')} #{task.get('index', index)}" if "split" in task else f"seed {task['seed']}"
-    outcome = metrics.get("outcome", "?")
+    outcome = metrics.get("outcome") or (record.get("verify_metrics") or {}).get("outcome", "?")
     reward = record.get("reward")
     tail = f" · {reward:+.2f}" if isinstance(reward, (int, float)) else ""
-    return f"{index + 1}. {policy_name(record)} · {where} · {task['difficulty']} · {outcome}{tail}"
+    return f"{index + 1}. {policy_name(record)} · {where} · {scenario(record)['difficulty']} · {outcome}{tail}"
 
 
 def replay_run(record: dict) -> dict:
@@ -129,19 +146,26 @@ def replay_run(record: dict) -> dict:
     `matches` says whether the engine gave the same answers the file holds."""
     episode = Episode(**scenario(record))
     steps, matches = [], True
-    for call in record["tool_trace"]:
+    for number, call in enumerate(record["tool_trace"], 1):
         tool, args = call["tool_name"], dict(call.get("arguments") or {})
         recorded = call.get("result") if isinstance(call.get("result"), dict) else {}
         if episode.done:
             matches = False
             break
-        result = episode.step(tool, args)
-        if result.error is None:
-            steps.append({"tool": tool, "arguments": args, "result": result.text})
-            matches &= recorded.get("data") in (None, result.text)
+        if tool not in TOOL_NAMES and "messages" in record:
+            # The harness answered an unknown tool itself (no charge, as TRL does), and ended the
+            # episode once every call was spent (client.harness): the same here.
+            steps.append({"tool": tool, "arguments": args, "error": recorded.get("error") or "unknown tool"})
         else:
-            steps.append({"tool": tool, "arguments": args, "error": result.error})
-            matches &= recorded.get("error") in (None, result.error)
+            result = episode.step(tool, args)
+            if result.error is None:
+                steps.append({"tool": tool, "arguments": args, "result": result.text})
+                matches &= recorded.get("data") in (None, result.text)
+            else:
+                steps.append({"tool": tool, "arguments": args, "error": result.error})
+                matches &= recorded.get("error") in (None, result.error)
+        if number >= MAX_TOOL_CALLS and not episode.done and "messages" in record:
+            episode.abandon()  # the harness session's own cap
     if not episode.done:
         episode.abandon()  # the policy stopped: scored as a missed deadline, as collect scores it
     return {

@@ -13,6 +13,7 @@ import json
 
 from releaseops_arena.brief import with_board
 from releaseops_arena.policies import Policy
+from releaseops_arena.rewards import MAX_TOOL_CALLS
 
 from .tool_calls import tool_functions
 
@@ -20,7 +21,9 @@ from .tool_calls import tool_functions
 class LLMPolicy(Policy):
     """Greedy (or sampled) tool calls from a causal LM; stops when the model stops calling tools."""
 
-    def __init__(self, checkpoint: str, max_new_tokens: int = 256, temperature: float = 0.0, max_turns: int = 40):
+    def __init__(
+        self, checkpoint: str, max_new_tokens: int = 256, temperature: float = 0.0, max_turns: int = MAX_TOOL_CALLS
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from trl.chat_template_utils import add_response_schema, get_training_chat_template

@@ -31,6 +31,7 @@ from openenv.core.llm_client import LLMResponse, OpenAIClient, ToolCall, _mcp_to
 
 from releaseops_arena.brief import with_board
 from releaseops_arena.policies import Policy
+from releaseops_arena.rewards import MAX_TOOL_CALLS
 
 from .tool_calls import tools_column
 
@@ -167,7 +168,7 @@ class OpenAIPolicy(Policy):
         base_url: str | None = None,
         max_new_tokens: int = 256,
         temperature: float = 0.0,
-        max_turns: int = 40,
+        max_turns: int = MAX_TOOL_CALLS,
         timeout: float = 120.0,
         max_retries: int = 3,
         backoff: float = 0.5,

@@ -1,11 +1,15 @@
 """OpenEnv's harness doors on a live server and in process: `client.harness` sessions under `CollectRunner` and
-`build_harness_rollout_func`, scored with the verified return, equal to `ReleaseOpsToolEnv().get_reward()`."""
+`build_harness_rollout_func`, scored with the verified return, equal to `ReleaseOpsToolEnv().get_reward()`; the
+README's harness snippet run as written; cut episodes refused, never scored; the board replaying the results."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import pickle
+import re
 
 import pytest
 from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
@@ -13,15 +17,17 @@ from openenv.core.harness.collect import CollectRunner, RolloutSerializer
 from openenv.core.harness.rollout import build_harness_rollout_func
 from openenv.core.llm_client import LLMResponse, ToolCall
 
-from client.harness import ReleaseOpsSessionFactory
+from client.harness import EpisodeCutError, ReleaseOpsSessionFactory, reference_model_step
 from releaseops_arena import ReleaseOpsToolEnv
 from releaseops_arena.brief import BOARD_LEAD, BRIEF
 from releaseops_arena.policies import POLICIES, play
 from releaseops_arena.rendering import View
-from releaseops_arena.rewards import OPENING_REWARD
+from releaseops_arena.rewards import MAX_TOOL_CALLS, OPENING_REWARD
 from releaseops_arena.tools import TOOL_NAMES
+from server import web_replay
+from tests.live_server import REPO_ROOT
 
-LIMITS = HarnessRunLimits(max_turns=80)  # OpenEnv's default, 10 turns, cuts most episodes
+LIMITS = ReleaseOpsSessionFactory.limits  # OpenEnv's default, 10 turns, cuts many episodes
 BAD_CALL = ("block_proposal", {"proposal_id": "p1", "rule_id": "S9"})  # refused by the engine: -0.25
 
 # (task, policy, calls before the model stops: None plays to the end, a bad call first)
@@ -77,11 +83,7 @@ def in_process_return(task: dict, tool_trace: list[dict]) -> float:
     return env.get_reward()
 
 
-@pytest.mark.parametrize(
-    "where, limits",
-    [("remote", LIMITS), ("in_process", LIMITS), ("remote", HarnessRunLimits())],  # the default cuts at 10 turns
-    ids=["remote", "in_process", "remote_cut_at_10_turns"],
-)
+@pytest.mark.parametrize("where, limits", [("remote", LIMITS), ("in_process", LIMITS)], ids=["remote", "in_process"])
 def test_collect_runner_scores_each_episode_with_the_in_process_return_and_ends_abandoned_ones(
     live_server, where, limits, tmp_path
 ):
@@ -108,7 +110,8 @@ def test_collect_runner_scores_each_episode_with_the_in_process_return_and_ends_
         ended = record["verify_metrics"]["terminal_reason"] != "abandoned"
         if stop is None and not bad and ended:  # played to the end: the reference policy's own return
             assert record["reward"] == pytest.approx(play(POLICIES[name](), task)["return"], abs=1e-9)
-        if stop is not None or not ended:  # ended by verify(): on the server with `end_episode`, as the remote env does
+        assert ended or stop is not None  # the factory's limits never cut a played episode
+        if stop is not None:  # ended by verify(): on the server with `end_episode`, as the remote env does
             assert record["verify_metrics"]["terminal_reason"] == "abandoned"
             assert record["verify_metrics"]["truncated"] is True
         if bad:
@@ -116,6 +119,94 @@ def test_collect_runner_scores_each_episode_with_the_in_process_return_and_ends_
         # Each result reports the running return, so the harness's last-result reward is the episode's.
         rewards = [entry["result"]["metadata"]["reward"] for entry in record["tool_trace"]]
         assert not rewards or rewards[-1] == pytest.approx(record["reward"], abs=1e-9)
+
+
+def readme_harness_snippet() -> str:
+    text = (REPO_ROOT / "README.md").read_text()
+    return next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "CollectRunner(" in b)
+
+
+def test_the_readme_harness_snippet_runs_as_written_and_scores_each_task_as_play_does(live_server, tmp_path):
+    code = readme_harness_snippet()
+    assert "http://127.0.0.1:8000" in code and '"data/harness"' in code
+    code = code.replace("http://127.0.0.1:8000", live_server).replace('"data/harness"', repr(str(tmp_path)))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    assert printed.getvalue().split()[-3:-1] == ["8", "0"]  # eight collected, none failed
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["task"] for r in records] == [{"split": "heldout_seeds", "index": i} for i in range(8)]
+    for record in records:
+        expected = play(POLICIES["planner"](), record["task"])
+        assert record["verify_metrics"]["terminal_reason"] != "abandoned"  # played to its end, never cut
+        assert record["reward"] == pytest.approx(expected["return"], abs=1e-9)
+        assert [e["tool_name"] for e in record["tool_trace"]] == [s["tool"] for s in expected["steps"]]
+    # The board's Replay reads the same file: the engine gives the answers the file holds, and the same return.
+    for record in web_replay.read_records(tmp_path / "results.jsonl"):
+        column = web_replay.replay_run(record)
+        assert column["matches"] and column["return"] == pytest.approx(record["reward"], abs=1e-9)
+        assert column["policy"] == "harness model"
+
+
+def test_openenvs_default_limits_cut_an_episode_which_is_refused_never_scored(live_server, tmp_path, capsys):
+    task = {"split": "heldout_seeds", "index": 1}  # the planner needs more than 10 calls here
+    assert len(play(POLICIES["planner"](), task)["steps"]) > HarnessRunLimits().max_turns
+    factory = ReleaseOpsSessionFactory(live_server)
+    runner = CollectRunner(
+        session_factory=factory,
+        harness_adapter=MCPHarnessAdapter(),
+        serializer=RolloutSerializer(tmp_path),
+        tasks=[task],
+    )  # no limits: OpenEnv's 10 turns
+    try:
+        result = runner.run(model_step=reference_model_step("planner"), num_episodes=1)
+        assert (result.num_collected, result.num_failed) == (0, 1)
+        assert not (tmp_path / "results.jsonl").exists() or not (tmp_path / "results.jsonl").read_text().strip()
+        assert "EpisodeCutError" in capsys.readouterr().out
+        session = factory.create(task)  # the same, step by step: verify() names the cure
+        rollout = MCPHarnessAdapter().run_white_box(reference_model_step("planner"), session, HarnessRunLimits())
+        with pytest.raises(EpisodeCutError, match=r"pass limits=factory.limits"):
+            session.verify(rollout.messages, {"done": rollout.done, "metrics": dict(rollout.metrics)})
+        session.close()
+        assert session.env.done  # the cut episode was still ended on the server
+    finally:
+        assert factory.close() == 0  # nothing left open
+    # A trainer that caps turns on purpose asks for cut episodes to be scored: as abandoned, and marked.
+    scoring = ReleaseOpsSessionFactory(score_cut=True)
+    session = scoring.create(task)
+    rollout = MCPHarnessAdapter().run_white_box(reference_model_step("planner"), session, HarnessRunLimits())
+    verified = session.verify(rollout.messages, {"done": rollout.done, "metrics": dict(rollout.metrics)})
+    assert verified.metrics["cut_by_harness"] is True and verified.metrics["terminal_reason"] == "abandoned"
+    calls = [{"tool_name": e.tool_name, "arguments": e.arguments} for e in rollout.tool_trace]
+    assert verified.env_reward == pytest.approx(in_process_return(task, calls), abs=1e-9)
+
+
+def test_unknown_tools_spend_the_episodes_calls_so_the_factorys_limits_never_cut(tmp_path):
+    def unknown_tool(messages, tools, sampling):
+        return ModelStepResult(response=LLMResponse(content="", tool_calls=[ToolCall(id="x", name="peek", args={})]))
+
+    factory = ReleaseOpsSessionFactory()
+    runner = CollectRunner(
+        session_factory=factory,
+        harness_adapter=MCPHarnessAdapter(),
+        serializer=RolloutSerializer(tmp_path),
+        tasks=[{"split": "train", "index": 2}],
+        limits=factory.limits,
+    )
+    assert runner.run(model_step=unknown_tool, num_episodes=1).num_collected == 1
+    (record,) = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len(record["tool_trace"]) == MAX_TOOL_CALLS and record["tool_trace"][-1]["result"]["done"] is True
+    assert record["verify_metrics"]["terminal_reason"] == "abandoned"
+    assert record["reward"] == pytest.approx(in_process_return({"split": "train", "index": 2}, []), abs=1e-9)
+    column = web_replay.replay_run(web_replay.check_record(record, 1))
+    assert column["matches"] and column["return"] == pytest.approx(record["reward"], abs=1e-9)
+
+
+def test_reference_model_step_refuses_names_it_cannot_play():
+    with pytest.raises(ValueError, match="unknown policy 'nope'; valid: .*planner"):
+        reference_model_step("nope")
+    with pytest.raises(ValueError, match="reads the hidden world"):
+        reference_model_step("oracle")
 
 
 def test_an_unknown_tool_is_answered_without_a_charge_and_close_ends_the_episode(live_server):
@@ -284,3 +375,18 @@ def test_inspect_ai_evaluates_a_reference_policy_on_a_split_and_writes_its_log(l
         assert score.value == pytest.approx(expected[sample.id]["return"], abs=1e-9)
         assert score.answer == expected[sample.id]["metrics"]["outcome"]
     assert scores["mean"] == pytest.approx(sum(e["return"] for e in expected.values()) / n, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("task", "says"),
+    [
+        ({"split": "nope", "index": 0}, "line 1: unknown split 'nope'; valid: train"),
+        ({"split": "train", "index": "3"}, "line 1: its task needs a split name and an integer index"),
+        ({"index": 3}, "line 1: its task needs a split name and an integer index"),
+    ],
+)
+def test_the_board_refuses_a_harness_record_whose_task_it_cannot_resolve(tmp_path, task, says):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"task": task, "tool_trace": [], "messages": []}) + "\n")
+    with pytest.raises(web_replay.ReplayError, match=re.escape(says)):
+        web_replay.read_records(path)

@@ -68,13 +68,17 @@ class Recording(ReleaseOpsSessionFactory):
 
     def create(self, task=None, seed=None, episode_id=None):
         session = super().create(task, seed, episode_id)
-        calls, call_tool = [], session.call_tool
+        calls, call_tool, verify = [], session.call_tool, session.verify
 
         def recorded(name, arguments):
             calls.append((name, dict(arguments)))
             return call_tool(name, arguments)
 
-        session.call_tool, session.calls = recorded, calls
+        def verified(transcript, final_state=None):
+            session.final_state, session.verified = final_state, verify(transcript, final_state)
+            return session.verified
+
+        session.call_tool, session.calls, session.verify = recorded, calls, verified
         Recording.sessions.append(session)
         return session
 
@@ -98,7 +102,8 @@ def test_grpo_takes_a_cpu_step_on_harness_rollouts_scored_with_the_in_process_re
 
     Recording.sessions.clear()
     with run_live_server(env={"MAX_CONCURRENT_ENVS": "4"}) as url:
-        factory = Recording(url, tasks=tasks, group_size=2)  # a GRPO group of 2 shares its task
+        # A GRPO group of 2 shares its task; 4 turns keep the CPU step short, so a cut episode is scored (abandoned).
+        factory = Recording(url, tasks=tasks, group_size=2, score_cut=True)
         trainer = GRPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(tiny_sft),
             processing_class=add_response_schema(AutoTokenizer.from_pretrained(tiny_sft)),  # TRL's tool-call parser
@@ -134,6 +139,8 @@ def test_grpo_takes_a_cpu_step_on_harness_rollouts_scored_with_the_in_process_re
     assert any(s.calls for s in Recording.sessions), "the warmed-up model called no tool"
     for reward, session in zip(rewards, Recording.sessions):
         assert session.env.done  # every rollout ended on the server, scored there
+        cut = not session.final_state["done"]  # the harness's 4 turns ran out with the episode still on
+        assert session.verified.metrics.get("cut_by_harness", False) is cut  # a cut episode says so
         env = ReleaseOpsToolEnv()
         env.reset(**session.task)
         for name, arguments in session.calls:
