@@ -31,18 +31,20 @@ def check_capacity(
     generation batch, all open at once: across every training process, that is
     `per_device_train_batch_size * steps_per_generation * num_processes`
     (or the eval batch, if larger). Each server's `/metadata` reports its
-    `max_concurrent_envs` per worker process and its `workers`; sessions
+    `max_concurrent_envs` per worker process, its `workers`, and the most
+    sessions one client address may hold per worker (`max_sessions_per_client`,
+    0: no cap): a trainer is one address, so it counts the smaller. Sessions
     already opened by other clients are not counted.
 
     Returns `{"replicas", "max_concurrent_envs" (sessions per URL, all workers), "workers" (per URL),
-    "capacity", "generation_batch_size"}`.
+    "capacity" (what this client may hold), "generation_batch_size"}`.
 
     Raises:
         CapacityError: a ValueError, when the total capacity < generation_batch_size.
         ConnectionError: when a server does not answer or does not report its capacity.
     """
     urls = parse_urls(base_urls if base_urls is not None else urls_from_env())
-    per_url, workers = [], []
+    per_url, workers, capped = [], [], []
     for url in urls:
         try:
             meta = _get_json(f"{http_url(url)}/metadata", timeout_s, headers)
@@ -55,6 +57,10 @@ def check_capacity(
                 f"{http_url(url)}/metadata does not report max_concurrent_envs and workers "
                 "(is it a ReleaseOps Arena server?)"
             )
+        share = meta.get("max_sessions_per_client") or 0  # older servers: no per-address cap
+        if _positive_int(share) and share < value:
+            capped.append(f"{http_url(url)} lets one address hold {share} of {value} per worker")
+            value = share
         per_url.append(value * count)
         workers.append(count)
     capacity = sum(per_url)
@@ -65,6 +71,12 @@ def check_capacity(
     else:
         breakdown = f"{n} replicas: {' + '.join(shapes)}"
     if capacity < generation_batch_size:
+        if capped:  # the per-address share binds: the operator's setting for a trainer behind one address
+            raise CapacityError(
+                f"this client may hold {capacity} sessions ({breakdown}; {'; '.join(capped)}), below the "
+                f"generation batch size {generation_batch_size}; start the servers with MAX_SESSIONS_PER_CLIENT=0 "
+                "(no per-address cap) or a larger value, or add replicas or workers"
+            )
         raise CapacityError(
             f"server capacity {capacity} ({breakdown}) is below the generation batch size "
             f"{generation_batch_size}; raise MAX_CONCURRENT_ENVS or add replicas or workers"

@@ -145,13 +145,56 @@ DEFAULT_SCENARIO: dict[str, object] = {
 }
 
 
+# A scenario's seed, on every door (the board, /ws and HTTP reset, in-process reset, `Episode`): a
+# whole number in 0..MAX_SEED, the range of a signed 32-bit int, which every client and dataset
+# column can hold exactly. `check_seed` is the one check; a door only says which field it came from.
+MAX_SEED = 2**31 - 1
+SEED_RANGE = f"a whole number from 0 to {MAX_SEED}"
+_MAX_DIGITS = len(str(MAX_SEED)) + 8  # a string of more digits is out of range: int() never reads it
+
+
+class SeedError(ValueError):
+    """A seed outside the range; `got` quotes it as the message does (a form can word its own message)."""
+
+    def __init__(self, got: str):
+        self.got = got
+        super().__init__(f"seed must be {SEED_RANGE} (a non-negative integer or a string of ASCII digits); got {got}")
+
+
+def check_seed(seed: object) -> int:
+    """The seed as an int in 0..MAX_SEED: an int (a numpy integer too) or a string of ASCII digits.
+    Anything else is a SeedError (a ValueError) naming the range and quoting the value: a bool, a number
+    out of range, a float even when whole (a seed is an exact integer; only the board's number field,
+    which delivers floats, turns a whole one into an int: web_handlers.seed_of)."""
+    if type(seed) is int:  # the common case, before the slower ABC check
+        value = seed
+    elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        value = int(seed)
+    elif type(seed) is str and 0 < len(seed) <= _MAX_DIGITS and seed.isascii() and seed.isdigit():
+        value = int(seed)
+    else:
+        value = None
+    if value is None or not 0 <= value <= MAX_SEED:
+        raise SeedError(_quoted(seed))
+    return value
+
+
+def _quoted(value: object) -> str:
+    """A value as an error message may quote it: ASCII, at most 40 characters; a float as Python writes
+    it (1e+30, not the 31-digit integer it equals)."""
+    try:
+        text = ascii(value)
+    except Exception:  # a repr that raises must not take the episode down
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def scenario_config(columns: dict) -> dict:
     """Scenario arguments from dataset columns: a missing or null column takes its default,
-    extra columns (`prompt`, `split`, ...) are ignored, and integer-like seeds become ints."""
+    extra columns (`prompt`, `split`, ...) are ignored, and the seed is checked (`check_seed`) and
+    becomes an int (numpy integers from a dataset are not JSON)."""
     config = {key: default if columns.get(key) is None else columns[key] for key, default in DEFAULT_SCENARIO.items()}
-    seed = config["seed"]
-    if type(seed) is not int and isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-        config["seed"] = int(seed)  # numpy integers from a dataset are not JSON
+    config["seed"] = check_seed(config["seed"])
     return config
 
 
@@ -187,4 +230,5 @@ def catalogue() -> dict[str, object]:
             a.kind: {"prefix": a.prefix, "tool": a.tool, "argument": a.argument} for a in ARTIFACT_KINDS
         },
         "defaults": dict(DEFAULT_SCENARIO),
+        "seed_range": [0, MAX_SEED],  # check_seed: a whole number in this range on every door
     }

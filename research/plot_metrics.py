@@ -1,6 +1,12 @@
-"""The seed's evaluation chart: safe ship, P1 catch, false blocks and budget used, per policy.
+"""The evaluation chart: safe ship, P1 catch, false blocks and budget used, per policy.
 
-python -m research.plot_metrics research/results/calibration.json --policies rule,oracle --out server/assets/metrics.png
+python -m research.plot_metrics research/results/calibration.json --policies rule,oracle --out docs/x.png
+python -m research.plot_metrics --headline   # the web board's chart: server/assets/metrics.png
+
+The board shows the chart at 300-400 px wide (beside its safe-ship bars, or on a phone), so the figure is
+small in inches with large type, and the legend sits under the bars. `--headline` plots exactly the
+policies of the board's bars (`server.web_content.HEADLINE`, in its order, with its names and colours):
+the calibration report's baselines, and the trained policy from the learnability results.
 """
 
 from __future__ import annotations
@@ -20,6 +26,13 @@ BARS = [
     ("false_block", "False blocks"),
     ("budget_used", "Budget used"),
 ]
+ROOT = Path(__file__).resolve().parent.parent
+CALIBRATION = ROOT / "research" / "results" / "calibration.json"
+LEARNABILITY = ROOT / "research" / "results" / "learnability.json"
+HEADLINE_OUT = ROOT / "server" / "assets" / "metrics.png"
+# The board's bar colours (server/assets/web.css, `.ro-barrow .fill`); rule a lighter blue than the
+# planner, which shares the board's default blue, so that the two bars of a group tell apart.
+COLOURS = {"naive": "#b42318", "rule": "#93b4f5", "planner": "#2563eb", "trained": "#1a7f37", "oracle": "#7c3aed"}
 
 
 def load_results(paths: list[Path]) -> list[dict]:
@@ -30,10 +43,18 @@ def load_results(paths: list[Path]) -> list[dict]:
     return results
 
 
-def plot(results: list[dict], out: Path, title: str = "Evaluation: policies on held-out seeds") -> Path:
-    """Grouped bars in percent with 95% interval error bars (none for budget used, a ratio of totals)."""
-    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)
-    width = 0.8 / max(1, len(results))
+def plot(
+    results: list[dict],
+    out: Path,
+    title: str = "Evaluation: policies on held-out seeds",
+    labels: dict[str, str] | None = None,
+    colours: dict[str, str] | None = None,
+) -> Path:
+    """Grouped bars in percent with 95% interval error bars (none for budget used, a ratio of totals).
+    `labels` and `colours` by policy name (defaults: the name, matplotlib's cycle)."""
+    labels, colours = labels or {}, colours or {}
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
+    width = 0.84 / max(1, len(results))
     for i, r in enumerate(results):
         heights, lower, upper = [], [], []
         for key, _ in BARS:
@@ -44,26 +65,61 @@ def plot(results: list[dict], out: Path, title: str = "Evaluation: policies on h
             lower.append(max(0.0, value - lo))
             upper.append(max(0.0, hi - value))
         xs = [j + (i - (len(results) - 1) / 2) * width for j in range(len(BARS))]
-        ax.bar(xs, heights, width, yerr=[lower, upper], capsize=3, label=r["policy"])
-    ax.set_xticks(range(len(BARS)), [label for _, label in BARS])
-    ax.set_ylim(0, 122)  # headroom for the legend
-    ax.set_ylabel("Percent")
-    ax.set_title(title)
-    ax.legend(ncol=min(4, len(results)), fontsize=8, loc="upper center")
+        name = r["policy"]
+        ax.bar(
+            xs, heights, width, yerr=[lower, upper], capsize=2, label=labels.get(name, name), color=colours.get(name)
+        )
+    ax.set_xticks(range(len(BARS)), [label.replace(" ", "\n") for _, label in BARS], fontsize=13)
+    ax.tick_params(axis="y", labelsize=12)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("Percent", fontsize=13)
+    ax.set_title(title, fontsize=14)
+    ax.spines[["top", "right"]].set_visible(False)
+    # Under the bars, in as many rows as it takes: inside the axes it covered the 100% bars.
+    ax.legend(ncol=min(3, len(results)), fontsize=12.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+    fig.savefig(out, bbox_inches="tight", pad_inches=0.08)  # the legend under the axes included
     plt.close(fig)
     return out
 
 
+def headline_results(calibration: Path = CALIBRATION, learnability: Path = LEARNABILITY) -> tuple[list[dict], int]:
+    """The board's headline policies on its headline slice, in its order, and the episodes per policy:
+    the baselines from the calibration report, the trained policy from the learnability results."""
+    from server.web_content import HEADLINE, HEADLINE_SLICE
+
+    rows = dict(json.loads(Path(calibration).read_text())["slices"][HEADLINE_SLICE])
+    learned = json.loads(Path(learnability).read_text())["structured"]["slices"].get(HEADLINE_SLICE, {})
+    rows.update({k: v for k, v in learned.get("results", {}).items() if k == "trained"})
+    missing = [p for p in HEADLINE if p not in rows]
+    if missing:
+        raise SystemExit(f"no {HEADLINE_SLICE} results for {', '.join(missing)}")
+    results = [{**rows[p], "policy": p} for p in HEADLINE]
+    return results, results[0]["metrics"]["episodes"]
+
+
+def headline(out: Path = HEADLINE_OUT, **paths) -> Path:
+    """The web board's chart (server/assets/metrics.png): the policies of its bars, with their names."""
+    from server.web_content import HEADLINE
+
+    results, n = headline_results(**paths)
+    return plot(results, out, f"Held-out seeds, medium ({n:,} episodes each)", HEADLINE, COLOURS)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("results", nargs="+", type=Path, help="JSON files written by training.evaluate")
+    parser.add_argument("results", nargs="*", type=Path, help="JSON files written by training.evaluate")
     parser.add_argument("--policies", default=None, help="comma-separated subset, in this order")
-    parser.add_argument("--out", type=Path, default=Path("server/assets/metrics.png"))
+    parser.add_argument("--headline", action="store_true", help="the web board's chart (ignores the rest)")
+    parser.add_argument("--out", type=Path, default=None, help="default: server/assets/metrics.png")
     parser.add_argument("--title", default="Evaluation: policies on held-out seeds")
     args = parser.parse_args(argv)
+    if args.headline:
+        print(headline(args.out or HEADLINE_OUT))
+        return
+    if not args.results:
+        parser.error("name the results files, or pass --headline")
     results = load_results(args.results)
     if args.policies:
         order = [p.strip() for p in args.policies.split(",")]
@@ -72,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         if missing:
             raise SystemExit(f"no results for {', '.join(missing)}; have: {', '.join(by_name)}")
         results = [by_name[p] for p in order]
-    print(plot(results, args.out, args.title))
+    print(plot(results, args.out or HEADLINE_OUT, args.title))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ Settings (environment variables):
   SESSION_IDLE_TIMEOUT_S  a session whose last real play (a reset, a counted
                           call) is older is closed (default 300; 0: never).
                           Keep it above a trainer's longest model turn.
-  MAX_SESSIONS_PER_CLIENT sessions one client address may hold (default 0: no cap).
+  MAX_SESSIONS_PER_CLIENT sessions one client address may hold, sockets and HTTP MCP
+                          sessions together (default: half of MAX_CONCURRENT_ENVS;
+                          0: no cap, for a trainer behind one address).
   RELEASEOPS_EVAL_SECRET  the operator's evaluation secret (unset: the public
                           draw): salts the worlds of evaluation-split tasks.
   ENABLE_WEB_INTERFACE    true to mount the web demo at /web (the Release
@@ -35,9 +37,10 @@ from releaseops_arena.tools import tool_schemas
 
 from . import http_errors, session_guard
 from .body_limit import BodyLimit
-from .connections import H11WithHeadTimeout, quiet_repeats
+from .connections import H11WithHeadTimeout, LaunchLimits, quiet_repeats
 from .frame_guard import FrameGuard
 from .limits import (
+    MAX_CONCURRENT_ENVS,  # per worker process
     MAX_SESSIONS_PER_CLIENT,
     SESSION_CLAIM_TIMEOUT_S,
     SESSION_IDLE_TIMEOUT_S,
@@ -55,7 +58,6 @@ from .releaseops_environment import (
 )
 from .web_app import build_release_board, drop_shared_playground
 
-MAX_CONCURRENT_ENVS = setting("MAX_CONCURRENT_ENVS", "64", int, 1)  # per worker process
 # Worker processes serving this port. uvicorn's own `--workers` default is
 # $WEB_CONCURRENCY, and `releaseops-serve --workers N` sets it, so every worker
 # can report the count; each worker holds its own sessions and capacity.
@@ -110,8 +112,11 @@ app.add_middleware(FrameGuard)
 app.add_middleware(McpBrief)
 # Slots: only real play keeps a session; connections are served in turn (session_guard.py).
 session_guard.install(app)
-# Body limits on every HTTP route, before a body is read (body_limit.py); outermost.
+# Body limits on every HTTP route, before a body is read (body_limit.py).
 app.add_middleware(BodyLimit)
+# The WebSocket wire (no permessage-deflate, 64 KiB messages) and the request-head timeout, set on the uvicorn
+# that serves the app at start-up, whatever launched it (connections.py); outermost.
+app.add_middleware(LaunchLimits)
 
 # OpenEnv's /metadata only carries name/description/version; ours adds the
 # catalogue, the tool schemas and the reward table (a superset, so
@@ -200,8 +205,10 @@ def main() -> None:
         host=args.host,
         port=args.port,
         workers=args.workers,
-        **uvicorn_options(),  # the WebSocket limits and keepalive (limits.py)
-        http=H11WithHeadTimeout,  # half-open connections are closed (connections.py)
+        # The WebSocket limits and keepalive (limits.py) and the head timeout (connections.py); LaunchLimits
+        # sets the same on any uvicorn at start-up, so a bare `uvicorn server.app:app` serves the same wire.
+        **uvicorn_options(),
+        http=H11WithHeadTimeout,
     )
 
 

@@ -12,7 +12,10 @@ installed by `server/app.py` (`http_errors.install(app)`):
 - an `HTTPException` message is made encodable (a lone surrogate escaped);
 - anything else a route raises is logged as one line (type and message, no
   traceback) and answered with a short 500, no repr. Bad input never gets here:
-  the environment refuses it with a 400 (`BadRequestError`).
+  the environment refuses it with a 400 (`BadRequestError`);
+- a `/reset` seed of JSON `true` or a float (`2.0`) answers the same 422:
+  OpenEnv's request model would read them as 1 and 2 (pydantic's lax mode),
+  while `/ws` and an in-process reset refuse them (`ResetSeed`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from uvicorn.protocols.utils import ClientDisconnected
 
+from releaseops_arena.catalog import SEED_RANGE
 from releaseops_arena.splits import SPLITS
 from releaseops_arena.tools import TOOL_NAMES
 
@@ -40,7 +44,7 @@ _SPLITS = ", ".join(SPLITS)
 # What each route takes, named in its 422 (a route not listed gets the generic hint).
 VALID = {
     "/reset": (
-        "valid: seed (an integer >= 0), episode_id (a string of at most 128 printable characters), "
+        f"valid: seed ({SEED_RANGE}), episode_id (a string of at most 128 printable characters), "
         "a scenario's family, difficulty and archetype_mix (/metadata lists them), "
         "or a task's split, index, difficulty and token"
     ),
@@ -60,7 +64,45 @@ def install(app) -> None:
     """Install the handlers and the last-resort middleware on the app (before its other middleware)."""
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_middleware(ResetSeed)
     app.add_middleware(UnexpectedErrors)
+
+
+class ResetSeed:
+    """Refuse a `/reset` seed that pydantic would coerce (a bool, a float): one seed rule on every door.
+    The body is already bounded (`BodyLimit` runs outside this); it is read once and passed on unchanged."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") != "/reset":
+            return await self.app(scope, receive, send)
+        chunks, message = [], {"more_body": True}
+        while message.get("more_body"):
+            message = await receive()
+            if message["type"] != "http.request":  # the client left: nothing to answer
+                return
+            chunks.append(message.get("body", b""))
+        body = b"".join(chunks)
+        try:
+            seed = json.loads(body).get("seed")
+        except (ValueError, AttributeError):  # not a JSON object: the route's model answers it
+            seed = None
+        if isinstance(seed, (bool, float)):
+            return await _json(422, {"detail": f"invalid request: seed: not {SEED_RANGE}; {VALID['/reset']}"})(
+                scope, receive, send
+            )
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 async def _invalid_request(request, exc: RequestValidationError):

@@ -7,6 +7,7 @@ environment at start; the rest are fixed, with the reason beside each.
 
 from __future__ import annotations
 
+import math
 import os
 
 
@@ -30,12 +31,22 @@ SESSION_CLAIM_TIMEOUT_S = setting("SESSION_CLAIM_TIMEOUT_S", "20", float, 1)
 # is older than this is closed; 0 turns it off. Junk, `state`, pings and refused frames never count.
 # It must exceed a trainer's longest gap between two calls of one episode (a model's turn).
 SESSION_IDLE_TIMEOUT_S = setting("SESSION_IDLE_TIMEOUT_S", "300", float, 0)
-# WebSocket sessions one client address may hold at once (0: no per-client cap, for a trainer on one host).
-MAX_SESSIONS_PER_CLIENT = setting("MAX_SESSIONS_PER_CLIENT", "0", int, 0)
+# WebSocket sessions (training slots) served at once per worker process: OpenEnv's max_concurrent_envs.
+MAX_CONCURRENT_ENVS = setting("MAX_CONCURRENT_ENVS", "64", int, 1)
+# The share of a worker's slots one client address may hold unless the operator says otherwise: half.
+# A client re-creating sessions as fast as the claim bound frees them (HTTP `openenv/session/create` needs
+# no socket) or playing just enough to keep them would otherwise hold every slot; this way one address
+# always leaves the other half to everyone else.
+CLIENT_SHARE = 0.5
+DEFAULT_SESSIONS_PER_CLIENT = max(1, math.ceil(MAX_CONCURRENT_ENVS * CLIENT_SHARE))
+# Sessions one client address may hold at once in a worker, sockets and HTTP MCP sessions together (a socket
+# attached to an HTTP MCP session takes no second slot, so it is not counted twice). Unset: the share above
+# (32 of 64); an operator serving a trainer behind one address raises it, or sets 0 for no cap.
+MAX_SESSIONS_PER_CLIENT = setting("MAX_SESSIONS_PER_CLIENT", str(DEFAULT_SESSIONS_PER_CLIENT), int, 0)
 # How often idle sessions are looked for: the bounds above are met within this many seconds.
 REAP_INTERVAL_S = 1.0
 
-# --- The WebSocket wire (uvicorn's options: `releaseops-serve` and the image pass them) --------------
+# --- The WebSocket wire (uvicorn's settings: the app sets them on the uvicorn that serves it, connections.py) -
 # A step is under 300 bytes and a reset under 1 KB; a frame over this is closed with 1009 by the
 # protocol layer before it is read into memory.
 WS_MAX_MESSAGE_BYTES = 64 * 1024

@@ -13,8 +13,12 @@ idle timeout, and any message (junk included) resets that clock. Here:
 - **Sessions without a socket** (`openenv/session/create` over HTTP `/mcp`)
   are held to the same bounds by `SessionReaper`, which replaces OpenEnv's own
   reaper (that one counts any message as activity).
-- **Per-client cap** (`MAX_SESSIONS_PER_CLIENT`, off by default): a client
-  address holding that many sockets is refused the next.
+- **Per-client cap** (`MAX_SESSIONS_PER_CLIENT`, by default half of
+  `MAX_CONCURRENT_ENVS`): a client address holding that many sessions, its
+  sockets and the HTTP MCP sessions it created, is refused the next, so one
+  address never holds more than its share of the training slots. A socket
+  attached to an HTTP MCP session (`/ws?session_id=...`) takes no new slot and
+  is neither refused nor counted.
 - **Retry hint.** A refusal at capacity carries `retry_after_s`, the time until
   the first session would be closed if none plays meanwhile.
 - **Fairness.** A connection whose frames are already buffered would be served
@@ -33,6 +37,7 @@ import logging
 import math
 import time
 from collections import Counter
+from urllib.parse import parse_qs
 
 from openenv.core.env_server.http_server import HTTPEnvServer
 
@@ -144,21 +149,16 @@ class SessionGuard:
             return await self.app(scope, receive, send)
         client = (scope.get("client") or ("?", 0))[0]
         cap = limits.MAX_SESSIONS_PER_CLIENT
-        if cap and REGISTRY.held_by(client) >= cap:
+        # A socket attached to an existing session (OpenEnv's MCP client in production mode) takes no slot.
+        counted = not (kind == "openenv" and _attaches(scope))
+        if counted and cap and REGISTRY.held_by(client) >= cap:
             return await self._refuse(
-                receive,
-                send,
-                _error_frame(
-                    kind,
-                    "CAPACITY_REACHED",
-                    f"this client address holds {cap} sessions, the most one client may hold "
-                    "(MAX_SESSIONS_PER_CLIENT); close one, then retry",
-                    retry_after_s=1,
-                ),
+                receive, send, _error_frame(kind, "CAPACITY_REACHED", _cap_message(cap), retry_after_s=1)
             )
         connection = Connection(client)
         REGISTRY.connections.add(connection)
-        REGISTRY.per_client[client] += 1
+        if counted:
+            REGISTRY.per_client[client] += 1
         token = _PLAY.set(connection)  # the app runs in this task: the environment's `played` finds it
 
         async def guarded_receive():
@@ -189,9 +189,10 @@ class SessionGuard:
             watchdog.cancel()
             _PLAY.reset(token)
             REGISTRY.connections.discard(connection)
-            REGISTRY.per_client[client] -= 1
-            if REGISTRY.per_client[client] <= 0:
-                del REGISTRY.per_client[client]
+            if counted:
+                REGISTRY.per_client[client] -= 1
+                if REGISTRY.per_client[client] <= 0:
+                    del REGISTRY.per_client[client]
 
     async def _refuse(self, receive, send, frame: str) -> None:
         if (await receive())["type"] != "websocket.connect":
@@ -199,6 +200,19 @@ class SessionGuard:
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.send", "text": frame})
         await send({"type": "websocket.close", "code": 1013, "reason": "try again later"})
+
+
+def _attaches(scope) -> bool:
+    """Whether a `/ws` handshake names an existing session (`?session_id=...`) rather than opening one."""
+    query = scope.get("query_string") or b""
+    return b"session_id" in query and bool(parse_qs(query.decode("latin-1")).get("session_id"))
+
+
+def _cap_message(cap: int) -> str:
+    return (
+        f"this client address holds {cap} sessions, the most one address may hold (MAX_SESSIONS_PER_CLIENT: by "
+        f"default half of MAX_CONCURRENT_ENVS, {limits.MAX_CONCURRENT_ENVS} here); close one, then retry"
+    )
 
 
 async def _capped_http_mcp(app, scope, receive, send) -> None:
@@ -212,10 +226,12 @@ async def _capped_http_mcp(app, scope, receive, send) -> None:
         chunks.append(message.get("body", b""))
         more = message.get("more_body", False)
     body = b"".join(chunks)
-    try:
-        request = json.loads(body)
-    except (ValueError, RecursionError):
-        request = None
+    request = None
+    if b"openenv/session/create" in body:  # every other call (tools/list, tools/call, ...): no second parse
+        try:
+            request = json.loads(body)
+        except (ValueError, RecursionError):
+            request = None
     creating = isinstance(request, dict) and request.get("method") == "openenv/session/create"
     cap = limits.MAX_SESSIONS_PER_CLIENT
     if creating and REGISTRY.held_by(client) >= cap:
@@ -224,8 +240,7 @@ async def _capped_http_mcp(app, scope, receive, send) -> None:
             "id": request.get("id") if isinstance(request.get("id"), (int, str)) else None,
             "error": {
                 "code": -32000,
-                "message": f"CAPACITY_REACHED: this client address holds {cap} sessions, the most one client may "
-                "hold (MAX_SESSIONS_PER_CLIENT); close one, then retry",
+                "message": f"CAPACITY_REACHED: {_cap_message(cap)}",
             },
         }
         data = json.dumps(reply).encode()

@@ -13,17 +13,25 @@ what one visitor can make it hold or do is bounded (`web_session`'s WEB_* limits
 `web_queue.bound_board` sets the Blocks' queue, threads and session capacity
 before the mount, and `drop_shared_playground` bounds the mounted app: no
 deep-link route, a quota on what the upload route keeps, and a sweep of idle sessions.
+A failed event (a bad value sent to `/web/gradio_api/call/<fn>`, say) is one log line, at most one
+per REPEAT_WINDOW_S of each kind, not gradio's 27-line traceback per call (`quiet_event_errors`).
 gradio is imported only inside these functions: it costs seconds of start-up.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 import time
+import traceback
 from pathlib import Path
 
 from . import web_session as limits
+from .connections import REPEAT_WINDOW_S
+
+log = logging.getLogger("uvicorn.error")
 
 # OpenEnv's routes onto its single web environment (web_interface.create_web_interface_app).
 SHARED_ROUTES = ("/web/reset", "/web/step", "/web/state", "/ws/ui")
@@ -46,6 +54,52 @@ def drop_shared_playground(app) -> None:
     for route in app.router.routes:
         if getattr(route, "path", None) == "/web" and hasattr(getattr(route, "app", None), "get_blocks"):
             guard_mount(route)
+            quiet_event_errors()
+
+
+# ------------------------------------------------------------------ the log
+
+
+class OneLineErrors:
+    """Stands in for the `traceback` module in gradio's queue and routes, whose only use of it is
+    `print_exc()` when an event fails: a traceback on stderr per call, from input any client can send.
+    Here a failure is one line on the server's log (a bad value a warning, anything else an error),
+    and the same kind again within REPEAT_WINDOW_S is counted, then named with the next line that
+    passes (as `connections.RepeatFilter` does for asyncio's resource errors)."""
+
+    def __init__(self):
+        self.last: dict[str, float] = {}
+        self.held: dict[str, int] = {}
+
+    def __getattr__(self, name):  # the rest of the module, should gradio use more of it
+        return getattr(traceback, name)
+
+    def print_exc(self, *args, **kwargs) -> None:
+        exc = sys.exc_info()[1]
+        if exc is None:
+            return
+        kind, now = type(exc).__name__, time.monotonic()
+        if now - self.last.get(kind, -REPEAT_WINDOW_S) < REPEAT_WINDOW_S:
+            self.held[kind] = self.held.get(kind, 0) + 1
+            return
+        self.last[kind] = now
+        held = self.held.pop(kind, 0)
+        more = f" (and {held} more in the last {REPEAT_WINDOW_S:g} s)" if held else ""
+        # One line of printable ASCII: the message may quote what the client sent (control characters too).
+        message = "".join(c if c.isascii() and c.isprintable() else ascii(c)[1:-1] for c in " ".join(str(exc).split()))
+        message = message if len(message) <= 300 else message[:297] + "..."
+        from gradio.exceptions import Error
+
+        level = logging.WARNING if isinstance(exc, Error) else logging.ERROR  # Error: gradio refused a value
+        log.log(level, "web board: an event failed: %s: %s%s", kind, message, more)
+
+
+def quiet_event_errors() -> None:
+    """Put `OneLineErrors` in place of `traceback` in gradio's queue and routes (once)."""
+    from gradio import queueing, routes
+
+    quiet = next((m.traceback for m in (queueing, routes) if isinstance(m.traceback, OneLineErrors)), OneLineErrors())
+    queueing.traceback = routes.traceback = quiet
 
 
 # ------------------------------------------------------------------ the mounted app

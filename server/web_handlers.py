@@ -6,8 +6,10 @@ Every menu is built from the catalogue (`MENUS`, `ref_menu`), so the board
 offers exactly the values the tools accept. After a call, refused or not, a menu
 keeps the visitor's pick (`Picks`); a pick that is no longer offered (resolved, or
 gone with its phase) becomes no pick, and the menu's label says why: another
-proposal is never picked silently. A button that cannot make a valid call is
-disabled, and its group says why (`availability`).
+proposal is never picked silently. Evidence menus offer this phase's artifacts
+only. A button that cannot make a valid call is disabled, and its group says why
+(`availability`). A refused Start changes only the message beside the setup
+fields: the running episode and everything shown stay (`PlayView.keep`).
 Over 400 lines: the Play handlers with their menus, and the Watch and replay handlers.
 """
 
@@ -94,6 +96,12 @@ class PlayView:
     refs: dict[str, Menu] | None = None  # artifact kind -> its menu
     enabled: dict[str, bool] | None = None  # button key -> enabled (see BUTTONS)
     error: str = ""  # the refused or unsent call's message (also in its group's note)
+    kept: bool = False  # a refused Start: the page keeps all it shows (the episode too) but `setup`
+
+    @classmethod
+    def keep(cls, sess: Session | None, setup: str) -> "PlayView":
+        """A refused Start: only the message beside the fields changes; the other fields are left empty."""
+        return cls(sess, "", "", {}, setup=setup, kept=True)
 
 
 # The call buttons, by key: the key of an inspect button is its artifact kind.
@@ -160,21 +168,24 @@ def rule_hint(board: dict | None, pid: str | None) -> str:
     return "Rule (for block)"
 
 
+def board_refs(board: dict, kind: catalog.ArtifactKind) -> list[str]:
+    """The refs of one kind on this phase's board, in board order."""
+    return list(dict.fromkeys(r for p in board["proposals"] for r in p["refs"] if r.startswith(kind.prefix)))
+
+
 def ref_menu(sess: Session, kind: catalog.ArtifactKind, picked: str | None = None, fresh: bool = False) -> Menu:
-    """Refs of one kind: those on the current board first, then ones seen in earlier phases (still valid).
-    The visitor's pick stays while it is offered."""
-    current = [r for p in sess.board()["proposals"] for r in p["refs"] if r.startswith(kind.prefix)]
-    current = list(dict.fromkeys(current))
-    older = [r for r in sess.view.refs if r.startswith(kind.prefix) and r not in current]
-    choices = [(r, r) for r in current] + [(f"{r} (earlier phase)", r) for r in older]
-    values = [v for _, v in choices]
-    if not choices:
-        return Menu(choices, None, f"{kind.label} (none seen yet)")
-    if fresh or not picked:
-        return Menu(choices, values[0], kind.label)
-    if picked in values:
+    """Refs of one kind on this phase's board only. An earlier phase's ref is still a valid call, but it
+    costs a budget unit and an evidence action like any other, for a proposal already gone: kept as a pick
+    across the phase change, one click spent it unnoticed. So a pick that left with its phase becomes no
+    pick, and the label says why (as the proposal menu does)."""
+    refs = board_refs(sess.board(), kind)
+    choices = [(r, r) for r in refs]
+    if picked in refs:
         return Menu(choices, picked, kind.label)
-    return Menu(choices, None, f"{kind.label} ({picked} is no longer offered; choose another)")
+    if fresh and refs:
+        return Menu(choices, refs[0], kind.label)
+    gone = f"{picked} left the board with its phase; " if picked and not fresh else ""
+    return Menu(choices, None, f"{kind.label} ({gone}{'choose one' if refs else 'none on this board'})")
 
 
 def availability(sess: Session | None) -> tuple[dict[str, bool], dict[str, str]]:
@@ -197,19 +208,17 @@ def availability(sess: Session | None) -> tuple[dict[str, bool], dict[str, str]]
         evidence_reason = "The review budget is spent: inspecting or asking now would be refused."
     elif b["evidence_actions_remaining"] <= 0:
         evidence_reason = "No evidence actions left this phase: approve, block or hold to move on."
-    seen = []
+    absent = []
     for kind in catalog.ARTIFACT_KINDS:
-        has = any(r.startswith(kind.prefix) for r in sess.view.refs) or any(
-            r.startswith(kind.prefix) for p in b["proposals"] for r in p["refs"]
-        )
+        has = bool(board_refs(b, kind))
         enabled[kind.kind] = not evidence_reason and has
         if not has:
-            seen.append(kind.label)
+            absent.append(kind.label)
     enabled["ask"] = not evidence_reason
     if evidence_reason:
         why["evidence"] = f"<div class='ro-why'>{evidence_reason}</div>"
-    elif seen:
-        why["evidence"] = f"<div class='ro-why'>Nothing to inspect yet: no {' or '.join(seen)} seen.</div>"
+    elif absent:
+        why["evidence"] = f"<div class='ro-why'>Nothing to inspect: no {' or '.join(absent)} on this board.</div>"
     return enabled, why
 
 
@@ -263,26 +272,22 @@ def play_view(
     )
 
 
-MAX_SEED = 2**31 - 1
-
-
 class SetupError(ValueError):
     """A scenario field the visitor must fix: shown beside the fields, never as a traceback."""
 
 
-def check_seed(seed) -> int:
-    """The seed field as an int, or a SetupError saying what a seed must be."""
-    if seed is None or seed == "":
-        raise SetupError("enter a seed: a whole number from 0 to 2147483647")
+def seed_of(value) -> int:
+    """The Seed field as the engine's seed. The field delivers a number as typed (`gr.Number` without a
+    precision: with one, gradio itself rounds 2.5 to 2 and 1e30 to a 31-digit integer); a whole float is its
+    int (2.0 is 2), and the engine's one check (`catalog.check_seed`) says what else a seed may be."""
+    if value is None or value == "":
+        raise SetupError(f"enter a seed: {catalog.SEED_RANGE}")
+    if type(value) is float and value.is_integer() and abs(value) < 2**53:
+        value = int(value)  # exactly that integer (-5.0 is quoted as -5); 1e30 stays a float, quoted as 1e+30
     try:
-        value = float(seed)
-    except (TypeError, ValueError):
-        raise SetupError(f"seed {seed!r} is not a number: enter a whole number from 0 to 2147483647") from None
-    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
-        raise SetupError(f"seed {seed} is not a whole number: enter a whole number from 0 to 2147483647")
-    if not 0 <= value <= MAX_SEED:
-        raise SetupError(f"seed {int(value)} is out of range: enter a whole number from 0 to 2147483647")
-    return int(value)
+        return catalog.check_seed(value)
+    except catalog.SeedError as exc:  # the engine's range, without its note on JSON strings of digits
+        raise SetupError(f"seed {exc.got} is not {catalog.SEED_RANGE}") from None
 
 
 def scenario_of(presets: dict, preset_name: str, family, seed, difficulty, mix) -> tuple[dict, dict | None]:
@@ -298,7 +303,7 @@ def scenario_of(presets: dict, preset_name: str, family, seed, difficulty, mix) 
     ):
         if value not in valid:
             raise SetupError(f"choose a {name} from the list (got {value!r})")
-    return {"family": family, "seed": check_seed(seed), "difficulty": difficulty, "archetype_mix": mix}, None
+    return {"family": family, "seed": seed_of(seed), "difficulty": difficulty, "archetype_mix": mix}, None
 
 
 def setup_error_html(message: str, elem_id: str = "setup-error") -> str:
@@ -314,7 +319,9 @@ def fill_preset(presets: dict, name: str) -> list | None:
     return [s["family"], s["seed"], s["difficulty"], s["archetype_mix"]]
 
 
-def start(presets: dict, preset_name, family, seed, difficulty, mix) -> PlayView:
+def start(presets: dict, preset_name, family, seed, difficulty, mix, running: Session | None = None) -> PlayView:
+    """A new episode from the setup fields. A refused one changes nothing but the message beside the
+    fields: the `running` episode, its board, menus and buttons stay as they were (`PlayView.keep`)."""
     try:
         scenario, chosen = scenario_of(presets, preset_name, family, seed, difficulty, mix)
         # The meters name a preset, else only seed and difficulty: the family and mix the visitor
@@ -322,7 +329,8 @@ def start(presets: dict, preset_name, family, seed, difficulty, mix) -> PlayView
         title = preset_name if chosen else f"seed {scenario['seed']} · {scenario['difficulty']}"
         sess = Session.start(scenario, title, chosen["story"] if chosen else "")
     except (ValueError, TypeError, OverflowError) as exc:  # the engine lists the valid values
-        return play_view(None, setup=setup_error_html(f"Could not start: {exc}"))
+        kept = " Your episode is unchanged." if running is not None else ""
+        return PlayView.keep(running, setup_error_html(f"Could not start: {exc}.{kept}"))
     return play_view(sess, setup=f"<span class='ro-muted'>Started <b>{render.escape(title)}</b>.</span>")
 
 

@@ -43,6 +43,12 @@ INTRO = (
     # knows which world this is (results of different versions are never mixed).
     "<div class='ro-intro'><h1 class='ro-title'>ReleaseOps Arena "
     f"<span class='ro-muted' id='benchmark-version'>benchmark {catalog.BENCHMARK_VERSION}</span></h1>"
+    # On a phone the story is folded behind one line, so that the preset, the seed and Start fit the first
+    # screen (web.css: `.ro-lede` and the summary show only there; wider screens unfold the story).
+    "<p class='ro-lede'><b>AI agents now do release work</b>, and some take shortcuts: you supervise them. "
+    "Pick a seed below and press <b>Start episode</b>.</p>"
+    "<details class='ro-more' id='story-more'><summary>What a supervisor is, Seed A and B, the headline "
+    "numbers</summary>"
     "<div class='ro-story'><div class='ro-story-text'>"
     "<p id='what-supervisor'><b>AI agents now do release work</b>: fix CI, triage tickets, ship. Some take "
     "shortcuts. A <b>supervisor</b> is the agent that checks their proposals before they land: with a small review "
@@ -58,7 +64,7 @@ INTRO = (
     "unchecked keeps them for the risk, and the release ships safely.</div></div>"
     "<p class='ro-muted' style='font-size:13px'><b>Play</b> a seed yourself, <b>Watch</b> the baselines (or your "
     "own model's episodes) play it, or read the <b>Results</b>.</p></div>"
-    "<div class='ro-story-chart'>{headline}</div></div></div>"
+    "<div class='ro-story-chart'>{headline}</div></div></details></div>"
 )
 # Operator notes, in a collapsed "About this server".
 ABOUT = (
@@ -141,8 +147,9 @@ def _setup(presets: dict) -> SimpleNamespace:
                 names, value=names[0], label="Scenario preset", elem_id="preset-dd", scale=3, min_width=240
             )
             # No `minimum`: gradio would refuse a negative seed with an exception (a toast, an error on every
-            # output, a traceback in the log); the handler says what a seed must be, beside the field.
-            seed = gr.Number(value=first["seed"], precision=0, label="Seed", elem_id="seed-num", scale=1, min_width=110)
+            # output, a traceback in the log); no `precision`: gradio would round 2.5 to seed 2 and 1e30 to a
+            # 31-digit integer. The handler says what a seed must be, beside the field (handlers.seed_of).
+            seed = gr.Number(value=first["seed"], label="Seed", elem_id="seed-num", scale=1, min_width=110)
             difficulty = gr.Dropdown(
                 list(catalog.DIFFICULTIES),
                 value=first["difficulty"],
@@ -230,7 +237,10 @@ def _menu_update(menu) -> dict:
 
 
 def _play_updates(v: PlayView, setup_msg: bool = True) -> list:
-    """A view model as component updates, in the order of `_play_outputs`."""
+    """A view model as component updates, in the order of `_play_outputs`. A kept view (a refused Start)
+    leaves every component as it is but the message beside the setup fields."""
+    if v.kept:
+        return [v.setup if i == SETUP_MSG else gr.update() for i in range(PLAY_OUTPUTS)]
     refs = [_menu_update(None if v.refs is None else v.refs[k.kind]) for k in catalog.ARTIFACT_KINDS]
     enabled = v.enabled or {}
     return [
@@ -248,6 +258,12 @@ def _play_updates(v: PlayView, setup_msg: bool = True) -> list:
         v.setup if setup_msg else gr.update(),
         *[gr.update(interactive=bool(enabled.get(key))) for key in BUTTONS],
     ]
+
+
+# Where the setup message sits in `_play_outputs`: after the state, meters, board, the proposal and artifact
+# menus, the group notes and the five boxes (return, result, outcome, metrics, history); the buttons follow.
+SETUP_MSG = 4 + len(catalog.ARTIFACT_KINDS) + len(GROUPS) + 5
+PLAY_OUTPUTS = SETUP_MSG + 1 + len(BUTTONS)
 
 
 def _play_outputs(state, play: SimpleNamespace, setup: SimpleNamespace) -> list:
@@ -271,6 +287,7 @@ def _play_outputs(state, play: SimpleNamespace, setup: SimpleNamespace) -> list:
 
 def _wire_play(presets: dict, setup: SimpleNamespace, state, play: SimpleNamespace) -> None:
     c, outputs = play.c, _play_outputs(state, play, setup)
+    assert len(outputs) == PLAY_OUTPUTS and outputs[SETUP_MSG] is setup.msg  # a kept view's one update lands there
     menus = [c.proposal, *c.refs.values()]  # every call carries what the visitor has selected in these
 
     def on(button, inputs, call) -> None:
@@ -283,7 +300,10 @@ def _wire_play(presets: dict, setup: SimpleNamespace, state, play: SimpleNamespa
 
         button.click(click, [state, *menus, *inputs], outputs)
 
-    play.start.click(lambda *f: _play_updates(handlers.start(presets, *f)), [setup.preset, *setup.fields], outputs)
+    def start(running, *fields):
+        return _play_updates(handlers.start(presets, *fields, running=running))
+
+    play.start.click(start, [state, setup.preset, *setup.fields], outputs)
     on(c.approve, [c.proposal], lambda pid: ("approve_proposal", {"proposal_id": pid}))
     on(c.block, [c.proposal, c.rule], lambda pid, rid: ("block_proposal", {"proposal_id": pid, "rule_id": rid}))
     for kind in catalog.ARTIFACT_KINDS:
@@ -354,6 +374,8 @@ def _watch_tab(presets: dict, setup: SimpleNamespace) -> None:
     source = _state()
 
     def show(v: WatchView, picked):
+        if v.runs is None:  # refused (a bad seed): the transcripts shown stay, and the message says why
+            return gr.update(), gr.update(), gr.update(), gr.update(), v.setup, gr.update()
         steps = gr.update() if v.steps is None else gr.update(minimum=0, maximum=v.steps, value=v.steps)
         offered = choices
         if v.runs and handlers.REPLAY in v.runs:
@@ -462,8 +484,6 @@ def build_release_board(
     # them when the server stops (web_app.UploadQuota deletes them on time and counts them).
     with ReleaseBoard(title=TITLE, delete_cache=(60, int(limits.WEB_UPLOAD_TTL_S))) as blocks:
         _html(web_content.stylesheet() + INTRO.replace("{headline}", web_content.headline_html()), elem_id="intro")
-        with gr.Accordion("About this server", open=False, elem_id="about-acc"):
-            _html(ABOUT)
         state = _state()
         setup = _setup(presets)
         with gr.Tabs(elem_id="board-tabs"):
@@ -473,6 +493,9 @@ def build_release_board(
                 _watch_tab(presets, setup)
             with gr.Tab("Results", id="results", elem_id="results-tab"):
                 _results_tab()
+        # Operator notes, below the board: a visitor comes to play, an operator scrolls for them.
+        with gr.Accordion("About this server", open=False, elem_id="about-acc"):
+            _html(ABOUT)
         _wire_setup(presets, setup)
         _wire_play(presets, setup, state, play)
     # Gradio checks that a file an event names was uploaded by a user only for a launched app

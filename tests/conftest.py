@@ -19,7 +19,10 @@ from tests.live_server import live_server  # noqa: F401
 TIERS = ("engine", "server", "browser", "container", "train")
 ENABLE = {
     "browser": "apt-get install chromium (then REQUIRE_BROWSER=1 makes a missing browser fail)",
-    "container": "a Docker engine: ../shared/tools/container-standin up, or docker (REQUIRE_CONTAINER=1 to require it)",
+    "container": (
+        "a Docker engine: start Docker so that `docker info` answers "
+        "(CI runs this tier on its own engine; REQUIRE_CONTAINER=1 makes a missing engine fail)"
+    ),
 }
 
 

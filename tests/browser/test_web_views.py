@@ -88,16 +88,96 @@ def test_impossible_actions_are_disabled_with_a_reason(presets):
     assert not any(none.enabled.values())
 
 
+RANGE = f"is not {catalog.SEED_RANGE}"
+
+
 @pytest.mark.parametrize(
     ("seed", "says"),
-    [(-5, "seed -5 is out of range"), (None, "enter a seed"), (2.5, "not a whole number"), (2**40, "out of range")],
+    [
+        (-5, f"seed -5 {RANGE}"),
+        (-5.0, f"seed -5 {RANGE}"),  # the number field delivers floats
+        (None, f"enter a seed: {catalog.SEED_RANGE}"),
+        ("", f"enter a seed: {catalog.SEED_RANGE}"),
+        (2.5, f"seed 2.5 {RANGE}"),  # gradio's precision=0 rounded it to seed 2
+        ("2.5", f"seed &#x27;2.5&#x27; {RANGE}"),
+        (1e30, f"seed 1e+30 {RANGE}"),  # not quoted back as 1000000000000000019884624838656
+        (float("nan"), f"seed nan {RANGE}"),
+        (True, f"seed True {RANGE}"),
+        (2**31, f"seed 2147483648 {RANGE}"),
+        (2**70, f"seed {2**70} {RANGE}"),
+    ],
+    ids=repr,
 )
 def test_a_bad_seed_is_one_sentence_beside_the_fields(presets, seed, says):
     family, mix = catalog.ALL_FAMILIES[0], catalog.ALL_MIXES[0]
     v = handlers.start(presets, handlers.CUSTOM, family, seed, "medium", mix)
-    assert v.session is None and says in v.setup and v.setup.count("ro-error") == 1 and v.error == ""
+    assert v.kept and v.session is None and says in v.setup and v.setup.count("ro-error") == 1 and v.error == ""
     w = handlers.watch(presets, handlers.CUSTOM, family, seed, "medium", mix)
     assert w.runs is None and says in w.setup and w.html == ""
+
+
+def test_a_whole_number_in_the_range_starts_that_seed(presets):
+    family, mix = catalog.ALL_FAMILIES[0], catalog.ALL_MIXES[0]
+    for seed, value in ((2.0, 2), (2, 2), (0, 0), (float(catalog.MAX_SEED), catalog.MAX_SEED)):
+        v = handlers.start(presets, handlers.CUSTOM, family, seed, "medium", mix)
+        assert not v.kept and v.session.episode.config["seed"] == value, (seed, v.setup)
+
+
+def test_a_refused_start_keeps_the_running_episode_its_board_and_menus(presets):
+    """The issue's steps: start Seed A, inspect pr_259, clear the Seed field (or type -5), press Start. The
+    board used to go back to its placeholder with every button disabled while the menus still showed p2
+    and pr_259. The episode stays, and one message beside the fields says why nothing started."""
+    from server import web_ui
+
+    started = handlers.start(presets, SEED_A["title"], None, None, None, None)
+    sess = started.session
+    picks = handlers.Picks(CI["id"], {"pr": PR})
+    inspected = handlers.act(sess, "inspect_pr_diff", {"pr_id": PR}, picks)
+    assert inspected.error == "" and len(sess.episode.audit) == 1
+    board = render.board_html(sess)
+    scenario = SEED_A["scenario"]
+    for seed in (None, -5, 2.5):  # cleared, negative, fractional: each edit switched the preset to Custom
+        v = handlers.start(
+            presets, handlers.CUSTOM, scenario["family"], seed, scenario["difficulty"], scenario["archetype_mix"], sess
+        )
+        assert v.kept and v.session is sess and "Your episode is unchanged" in v.setup
+        assert v.setup.count("ro-error") == 1 and "seed" in v.setup
+        assert len(sess.episode.audit) == 1 and render.board_html(sess) == board  # nothing was played or reset
+        updates = web_ui._play_updates(v)
+        assert len(updates) == web_ui.PLAY_OUTPUTS and updates[web_ui.SETUP_MSG] == v.setup
+        untouched = [u for i, u in enumerate(updates) if i != web_ui.SETUP_MSG]
+        assert all(u == {"__type__": "update"} for u in untouched), untouched  # board, menus, buttons as they were
+    after = handlers.act(sess, "approve_proposal", {"proposal_id": BOARD[0]["id"]}, picks)
+    assert after.error == "" and len(sess.episode.audit) == 2 and after.refs["pr"].value == PR  # it plays on
+
+
+def test_evidence_menus_offer_only_this_phases_artifacts(presets):
+    """The issue: after a phase change, Inspect CI run still sent the previous phase's run (labelled
+    "(earlier phase)") and spent a budget unit on it. A pick that left with its phase is no pick, and says so."""
+    sess = handlers.start(presets, SEED_A["title"], None, None, None, None).session
+    run = next(r for r in CI["refs"] if r.startswith("ci_run_"))
+    picks = handlers.Picks(None, {"pr": PR, "ci_run": run})
+    for p in BOARD:  # approve all of triage: the phase ends
+        v = handlers.act(sess, "approve_proposal", {"proposal_id": p["id"]}, picks)
+    board = sess.board()
+    assert board["phase"] != catalog.PHASES[0]
+    for kind in catalog.ARTIFACT_KINDS:
+        on_board = handlers.board_refs(board, kind)
+        menu = v.refs[kind.kind]
+        assert [value for _, value in menu.choices] == on_board  # nothing from triage
+        assert "earlier phase" not in json.dumps(menu.choices)
+        assert v.enabled[kind.kind] == bool(on_board)
+    # Seed A's triage PR and CI run are gone from the deploy gate, which has other runs and no PR.
+    assert handlers.board_refs(board, catalog.ARTIFACT_BY_KIND["pr"]) == [] and not v.enabled["pr"]
+    assert v.refs["pr"].label == f"PR ({PR} left the board with its phase; none on this board)"
+    assert "no PR on this board" in v.notes["evidence"]
+    assert handlers.board_refs(board, catalog.ARTIFACT_BY_KIND["ci_run"]) and run not in v.refs["ci_run"].choices
+    assert v.refs["ci_run"].value is None and f"{run} left the board with its phase" in v.refs["ci_run"].label
+    # The Inspect CI run button sends what the menu shows: nothing, so nothing is spent.
+    budget = board["review_budget_remaining"]
+    unpicked = handlers.act(sess, "inspect_ci_run", {"run_id": v.refs["ci_run"].value}, picks)
+    assert "deploy-check run first (nothing was sent" in unpicked.error
+    assert sess.board()["review_budget_remaining"] == budget and len(sess.episode.audit) == len(BOARD)
 
 
 # ------------------------------------------------------------ Watch

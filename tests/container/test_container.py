@@ -1,12 +1,15 @@
 """The Space image: build the real Dockerfile, run it, play an episode against it.
 
-Uses the container stand-in (`../shared/tools/container-standin`, or the path
-in $CONTAINER_STANDIN): a private Docker engine with a local `python:3.11-slim`
-stand-in, since no registry is reachable. Its containers share the host's
-network, so the container is told which port to serve on with `-e PORT=...`.
-Without the stand-in, a working `docker` CLI is used (also with
-`--network host`). If no engine can be started the tests skip, saying why, or
-fail with REQUIRE_CONTAINER=1 (as `.ci/run` sets). As non-root they use sudo.
+Needs a Docker engine. In a clone, that is your own: start Docker (the daemon, or
+Docker Desktop) so that `docker info` answers, and these tests build and run the
+image with `--network host` (the container is told its port with `-e PORT=...`).
+Without one they skip, saying so; CI runs them on its own engine with
+REQUIRE_CONTAINER=1, which turns a missing engine into a failure.
+
+On the project's CI machines the engine is the container stand-in (the path in
+$CONTAINER_STANDIN, or `../shared/tools/container-standin` beside the checkout): a
+private Docker engine with a local `python:3.11-slim`, since no registry is
+reachable there. As non-root it runs through sudo.
 """
 
 from __future__ import annotations
@@ -75,6 +78,33 @@ class Engine:
         return proc
 
 
+NO_ENGINE = (
+    "no Docker engine answered ({why}): start Docker (the daemon, or Docker Desktop) so that `docker info` "
+    "answers, then rerun `.venv/bin/python -m pytest tests/container`; CI runs these tests on its own engine"
+)
+
+
+def _docker_problem() -> str | None:
+    """Why the `docker` CLI cannot reach an engine, or None when `docker info` answers."""
+    if not shutil.which("docker"):
+        return "no `docker` CLI on PATH"
+    try:
+        proc = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return "`docker info` did not answer within 60 s"
+    if proc.returncode == 0:
+        return None
+    said = _docker_says(proc)
+    return f"`docker info`: {said}" if said else f"`docker info` exited {proc.returncode}"
+
+
+def _docker_says(proc: subprocess.CompletedProcess) -> str:
+    """The line of `docker info`'s output that says why it failed (clients print it to stderr or stdout)."""
+    lines = [line.strip() for line in (proc.stderr + "\n" + proc.stdout).splitlines() if line.strip()]
+    cannot = [line for line in lines if "cannot connect" in line.lower()]
+    return (cannot or [line for line in lines if "error" in line.lower()] or lines or [""])[0][:160]
+
+
 def _find_standin() -> Path | None:
     env = os.environ.get("CONTAINER_STANDIN")
     candidates = [Path(env)] if env else []
@@ -93,10 +123,10 @@ def _unavailable(reason: str):
 def engine() -> Engine:
     standin = _find_standin()
     if standin is None:
-        docker = shutil.which("docker")
-        if docker and subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0:
+        problem = _docker_problem()
+        if problem is None:
             return Engine(None)
-        _unavailable("container-standin not found (set CONTAINER_STANDIN) and no working `docker` CLI")
+        _unavailable(NO_ENGINE.format(why=problem))
     prefix: list[str] = []
     if os.geteuid() != 0:
         if not shutil.which("sudo") or subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode != 0:

@@ -3,7 +3,8 @@
 import pytest
 
 from releaseops_arena import ReleaseOpsToolEnv
-from releaseops_arena.catalog import BENCHMARK_VERSION
+from releaseops_arena.catalog import BENCHMARK_VERSION, FAMILIES, MAX_SEED, SEED_RANGE, catalogue, check_seed
+from releaseops_arena.episode import Episode
 from releaseops_arena.splits import (
     EVALUATION_SPLITS,
     LIST_PREVIEW,
@@ -124,3 +125,40 @@ def test_with_a_secret_an_evaluation_task_is_played_only_with_its_token():
     )
     assert picked and right not in str(episode.config) + episode.initial_observation
     assert TASKS.episode("unseen_mix", 137, token="anything").config == task_scenario("unseen_mix", 137)  # public draw
+
+
+# ------------------------------------------------------------ seeds
+# One range on every door: here the engine and the in-process reset; the board in tests/browser, /ws and
+# HTTP reset in tests/server/test_bad_input.py. A float is refused even when whole: only the board's number
+# field turns a whole float into an int (web_handlers.seed_of).
+SEED0 = {"family": FAMILIES[0], "seed": 0, "difficulty": "medium", "archetype_mix": "random"}
+BAD_SEEDS = [2.5, "2.5", 1e30, -5, "", True, 2**70, 2.0, MAX_SEED + 1, "9" * 19, " 7", [1]]
+
+
+@pytest.mark.parametrize("seed", BAD_SEEDS, ids=repr)
+def test_a_seed_outside_the_one_range_is_refused_naming_it_on_every_in_process_door(seed):
+    doors = {
+        "check_seed": check_seed,
+        "reset": lambda s: ReleaseOpsToolEnv().reset(seed=s),
+        "task columns": lambda s: start_episode({**SEED0, "seed": s}, TASKS),
+        "Episode": lambda s: Episode(**{**SEED0, "seed": s}),
+    }
+    for door, call in doors.items():
+        with pytest.raises(ValueError) as refused:
+            call(seed)
+        message = str(refused.value)
+        assert message.startswith("seed must be " + SEED_RANGE) and len(message) <= 140, (door, message)
+        assert "0000000000" not in message  # neither 1e30 nor 2**70 is quoted back as a giant integer
+
+
+def test_a_seed_in_the_range_is_that_integer_on_every_in_process_door():
+    import numpy
+
+    assert SEED_RANGE == "a whole number from 0 to 2147483647" and MAX_SEED == 2**31 - 1
+    for seed, value in ((0, 0), (MAX_SEED, MAX_SEED), ("0012", 12), (numpy.int64(25), 25)):
+        assert check_seed(seed) == value and type(check_seed(seed)) is int
+        assert reset_arguments({"seed": seed})["seed"] == value
+    top = {**SEED0, "seed": MAX_SEED}
+    assert ReleaseOpsToolEnv().reset(**top) == Episode(**top).initial_observation
+    assert ReleaseOpsToolEnv().reset(seed=None) == ReleaseOpsToolEnv().reset()  # null: the default seed
+    assert catalogue()["seed_range"] == [0, MAX_SEED]

@@ -2,7 +2,12 @@
 
 Each attack runs against a live server on 127.0.0.1 with short bounds
 (`SESSION_CLAIM_TIMEOUT_S=2`, `SESSION_IDLE_TIMEOUT_S=3`), bounded in time and
-count, and asserts the published bound (docs/server.md, "Limits"). The web
+count, and asserts the published bound (docs/server.md, "Limits"). That server
+lets one address hold every slot (`MAX_SESSIONS_PER_CLIENT=0`, the operator's
+setting for a trainer behind one address), so each attack is measured alone;
+the default per-address share and a bare `uvicorn server.app:app` have servers
+of their own. Nothing waits on a fixed timer of a second or more: each test
+waits for the condition it needs, in a loop bounded in count and time. The web
 board's attacks are in test_web_abuse.py; bad input and the Task API in
 test_bad_input.py and test_hidden_truth_api.py.
 """
@@ -13,6 +18,7 @@ import asyncio
 import base64
 import json
 import os
+import selectors
 import socket
 import statistics
 import subprocess
@@ -29,10 +35,11 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from server import limits, session_guard
-from tools.bench.abuse import FLOODER, rss_mb
+from tools.bench.abuse import FLOODER, deflate_handshake, rss_mb
 from tools.bench.abuse import _close_code as close_code
 from tools.bench.abuse import _frame_header as frame_header
 from tools.bench.launch import free_port, uvicorn_process, wait_for_health
+from tools.bench.launch import stop as stop_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLAIM_S, IDLE_S, SLOTS = 2.0, 3.0, 4
@@ -49,15 +56,27 @@ JUNK_STEP = json.dumps({"type": "step", "data": {"tool_name": "inspect_ci_run", 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """(base_url, pid, log path): four slots, short claim and idle bounds."""
+    """(base_url, pid, log path): four slots, short claim and idle bounds, one address may hold them all."""
     log = tmp_path_factory.mktemp("abuse") / "server.log"
-    env = {**BOUNDS, "MAX_CONCURRENT_ENVS": str(SLOTS), "ENABLE_WEB_INTERFACE": "false"}
+    env = {**BOUNDS, "MAX_CONCURRENT_ENVS": str(SLOTS), "MAX_SESSIONS_PER_CLIENT": "0", "ENABLE_WEB_INTERFACE": "false"}
     with uvicorn_process("server.app:app", env=env, log_path=log) as (base, pid):
         yield base, pid, log
 
 
 def ws_url(base: str, path: str = "/ws") -> str:
     return base.replace("http://", "ws://") + path
+
+
+def wait_until(condition, timeout: float, what: str, every: float = 0.05):
+    """Poll `condition()` until it returns a true value (returned), at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(every)
 
 
 async def wait_closed(ws, timeout: float) -> tuple[float, list[dict]]:
@@ -259,6 +278,78 @@ def test_http_sessions_count_against_the_per_client_cap(capped_server):
     assert "result" in _rpc(capped_server, "openenv/session/create", {})
 
 
+@pytest.fixture(scope="module")
+def default_server():
+    """The default slots (64) and the default per-address share (half of them), nothing set by the operator."""
+    env = {"MAX_CONCURRENT_ENVS": None, "MAX_SESSIONS_PER_CLIENT": None, "ENABLE_WEB_INTERFACE": "false"}
+    with uvicorn_process("server.app:app", env=env) as (base, _):
+        yield base
+
+
+# Another client address on this host: Linux routes all of 127.0.0.0/8 to loopback, and uvicorn trusts
+# X-Forwarded-For from 127.0.0.1 only, so a socket bound to 127.0.0.2 is another address to the server.
+OTHER_ADDRESS = ("127.0.0.2", 0)
+
+
+def test_one_address_creating_every_http_session_leaves_the_other_half_of_the_slots(default_server):
+    """64 HTTP `openenv/session/create` from one address (they need no socket, and a client re-creating them
+    every claim bound would hold them for good) get half the slots; another address plays in the rest."""
+    base = default_server
+    share = limits.DEFAULT_SESSIONS_PER_CLIENT
+    assert share == 32 and limits.MAX_CONCURRENT_ENVS == 64  # the published share: half of 64
+    meta = json.loads(urllib.request.urlopen(base + "/metadata", timeout=10).read())
+    assert meta["max_sessions_per_client"] == meta["limits"]["max_sessions_per_client"] == share
+    replies = [_rpc(base, "openenv/session/create", {}) for _ in range(64)]
+    created = [r["result"]["session_id"] for r in replies if "result" in r]
+    refused = [r["error"]["message"] for r in replies if "error" in r]
+    assert len(created) == share and len(refused) == 64 - share
+    assert "CAPACITY_REACHED" in refused[0] and "MAX_SESSIONS_PER_CLIENT" in refused[0], refused[0]
+
+    async def main():
+        async with connect(ws_url(base)) as same:  # the same address: refused on arrival, a socket too
+            mine = json.loads(await same.recv())
+        others = [await connect(ws_url(base), local_addr=OTHER_ADDRESS) for _ in range(share)]
+        try:
+            boards = []
+            for ws in others:  # every one of the other half plays
+                await ws.send(RESET)
+                boards.append(json.loads(await ws.recv()))
+            return mine, boards
+        finally:
+            for ws in others:
+                await ws.close()
+
+    mine, boards = asyncio.run(main())
+    assert mine["data"]["code"] == "CAPACITY_REACHED" and "MAX_SESSIONS_PER_CLIENT" in mine["data"]["message"]
+    assert [b["type"] for b in boards] == ["observation"] * share
+    for sid in created:
+        assert _rpc(base, "openenv/session/close", {"session_id": sid})["result"]["closed"] is True
+
+
+def test_a_socket_attached_to_an_http_session_takes_no_second_share(capped_server):
+    """OpenEnv's MCP client in production mode: a session over HTTP and a socket attached to it hold one slot.
+    The address fills its cap with HTTP sessions, then attaches a socket to each: none is refused."""
+    replies = [_rpc(capped_server, "openenv/session/create", {}) for _ in range(3)]
+    sids = [r["result"]["session_id"] for r in replies if "result" in r]
+    assert sids and "MAX_SESSIONS_PER_CLIENT" in replies[-1]["error"]["message"]  # the cap (2) is reached
+
+    async def main():
+        attached = [await connect(ws_url(capped_server) + f"?session_id={sid}") for sid in sids]
+        try:
+            boards = []
+            for ws in attached:
+                await ws.send(RESET)
+                boards.append(json.loads(await ws.recv()))
+            return boards
+        finally:
+            for ws in attached:
+                await ws.close()
+
+    assert [b["type"] for b in asyncio.run(main())] == ["observation"] * len(sids)
+    for sid in sids:
+        _rpc(capped_server, "openenv/session/close", {"session_id": sid})
+
+
 def test_an_address_has_a_bounded_number_of_http_requests_in_flight(server):
     base, _, _ = server
     port = int(base.rsplit(":", 1)[1])
@@ -268,16 +359,20 @@ def test_an_address_has_a_bounded_number_of_http_requests_in_flight(server):
             sock = socket.create_connection(("127.0.0.1", port), timeout=10)
             sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n")
             held.append(sock)
-        time.sleep(0.3)
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(base + "/health", timeout=5)
-        assert refused.value.code == 429 and b"at most" in refused.value.read()
+        refused = wait_until(lambda: _health_error(base), 5, "the fifth request refused")  # all four in flight
+        assert refused.code == 429 and b"at most" in refused.read()
     finally:
         for sock in held:
             sock.close()
-    time.sleep(0.3)
-    with urllib.request.urlopen(base + "/health", timeout=5) as response:
-        assert response.status == 200
+    wait_until(lambda: _health_error(base) is None, 5, "/health answering once the four are gone")
+
+
+def _health_error(base: str) -> urllib.error.HTTPError | None:
+    try:
+        with urllib.request.urlopen(base + "/health", timeout=5):
+            return None
+    except urllib.error.HTTPError as exc:
+        return exc
 
 
 def test_a_careless_client_leaves_no_error_in_the_log(server):
@@ -290,20 +385,35 @@ def test_a_careless_client_leaves_no_error_in_the_log(server):
 
     for _ in range(20):
         asyncio.run(send_and_leave())
-    time.sleep(1.0)
+    # Every one of those sessions is over (its reply sent or dropped) once all the slots are free again.
+    asyncio.run(free_slots(base, timeout=CLAIM_S + SLACK_S + 2))
     assert log.read_text().count("ERROR") == before
 
 
 # ------------------------------------------------------------------ fairness
 
 
+# The test's flooder says when it floods (it has reset, so it holds a slot); its last line is still its count.
+READY_FLOODER = FLOODER.replace("    await ws.recv()\n", "    await ws.recv()\n    print('flooding', flush=True)\n", 1)
+assert READY_FLOODER != FLOODER
+
+
 def start_flooder(base: str, seconds: float) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-c", FLOODER, ws_url(base), str(seconds), RESET, JUNK_STEP],
+    """The flooding client, returned once it floods: it has reset, holds a slot and pipelines junk steps."""
+    flooder = subprocess.Popen(
+        [sys.executable, "-c", READY_FLOODER, ws_url(base), str(seconds), RESET, JUNK_STEP],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    with selectors.DefaultSelector() as ready:
+        ready.register(flooder.stdout, selectors.EVENT_READ)
+        said = flooder.stdout.readline().strip() if ready.select(timeout=60) else ""
+    if said != "flooding":
+        flooder.kill()
+        flooder.communicate()
+        raise AssertionError(f"the flooder did not start flooding within 60 s (it said {said!r})")
+    return flooder
 
 
 def polite_round_trips(base: str, seconds: float) -> list[float]:
@@ -332,7 +442,6 @@ def test_a_flooding_client_does_not_delay_a_polite_one(server):
     quiet = polite_round_trips(base, 2.0)
     flooder = start_flooder(base, 4.0)
     try:
-        time.sleep(1.0)
         flooded = polite_round_trips(base, 2.0)
     finally:
         out, _ = flooder.communicate(timeout=15)
@@ -348,7 +457,6 @@ def test_a_client_that_sends_and_never_reads_loses_its_slot(server):
     asyncio.run(free_slots(base, timeout=CLAIM_S + SLACK_S + 2))
     flooder = start_flooder(base, 30.0)  # stalls once the server stops reading it, and stays connected
     try:
-        time.sleep(1.0)
         bound = IDLE_S + session_guard.STUCK_SEND_S + SLACK_S
         assert asyncio.run(free_slots(base, timeout=bound + 3)) <= bound + 3
         assert flooder.poll() is None  # the client is still there: the server let go of it
@@ -370,7 +478,8 @@ def test_a_client_that_aborts_mid_flood_leaves_at_most_one_log_line(server):
 
     for _ in range(3):
         asyncio.run(flood_and_abort())
-    time.sleep(1.5)
+    # Their replies have all been tried (and the sessions ended) once every slot is free again.
+    asyncio.run(free_slots(base, timeout=CLAIM_S + SLACK_S + 2))
     assert log.read_text().count("socket.send() raised exception") - before <= 3
 
 
@@ -434,8 +543,7 @@ def test_half_open_connections_are_closed_and_resource_errors_stay_one_line(tmp_
             sock = socket.create_connection(("127.0.0.1", port), timeout=5)
             sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\n")  # half a head, never finished
             socks.append(sock)
-        time.sleep(limits.HTTP_HEAD_TIMEOUT_S + 3)
-        closed = sum(1 for s in socks[:50] if _peer_closed(s))
+        closed = _closed_by_peer(socks[:50], timeout=limits.HTTP_HEAD_TIMEOUT_S + 10)
         for sock in socks:
             sock.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
@@ -449,12 +557,22 @@ def test_half_open_connections_are_closed_and_resource_errors_stay_one_line(tmp_
     assert text.count("socket.accept() out of system resource") <= 3
 
 
-def _peer_closed(sock: socket.socket) -> bool:
-    sock.settimeout(0.5)
-    try:
-        return sock.recv(1) == b""
-    except OSError:
-        return True
+def _closed_by_peer(socks: list[socket.socket], timeout: float) -> int:
+    """How many of `socks` the server closed, waiting until it closed all of them or `timeout` passed."""
+    closed, deadline = 0, time.monotonic() + timeout
+    with selectors.DefaultSelector() as waiting:
+        for sock in socks:
+            waiting.register(sock, selectors.EVENT_READ)
+        while closed < len(socks) and time.monotonic() < deadline:
+            for key, _ in waiting.select(timeout=min(1.0, max(deadline - time.monotonic(), 0))):
+                try:
+                    gone = key.fileobj.recv(1) == b""
+                except OSError:
+                    gone = True
+                if gone:
+                    waiting.unregister(key.fileobj)
+                    closed += 1
+    return closed
 
 
 # ------------------------------------------------------------------ memory
@@ -513,6 +631,66 @@ def test_oversized_and_compressed_frames_from_64_clients_leave_memory_flat(serve
     assert max(peak) < 512, f"peak RSS {max(peak):.0f} MB (the manifest declares 512)"
     assert max(peak) - start_rss < 64, (start_rss, max(peak))
     asyncio.run(free_slots(base, timeout=CLAIM_S + SLACK_S + 2))  # and the server plays on
+
+
+def vm_hwm_mb(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM), in MB: a peak no sampling can miss."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def test_a_bare_uvicorn_serves_the_same_wire_and_a_deflate_bomb_leaves_memory_bounded(tmp_path):
+    """`python -m uvicorn server.app:app`, none of releaseops-serve's flags: uvicorn's own defaults would agree
+    to permessage-deflate and read 16 MiB messages (16 such bombs took RSS from 214 to 742 MB). The app sets
+    its wire on the uvicorn serving it, so compression is declined, the bombs are closed unread, and the
+    server's peak memory stays under the manifest's 512 MB."""
+    port, log = free_port(), tmp_path / "bare.log"
+    env = {**os.environ, "ENABLE_WEB_INTERFACE": "false", "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(base, alive=lambda: proc.poll() is None)
+        # 16 MiB less a little of text, deflated to ~16 KB: under uvicorn's default 16 MiB message limit.
+        compressor = zlib.compressobj(wbits=-15)
+        bomb = compressor.compress(b"a" * ((16 << 20) - 4096)) + compressor.flush(zlib.Z_SYNC_FLUSH)[:-4]
+        attackers = [deflate_handshake(port) for _ in range(16)]
+        oversized = [deflate_handshake(port) for _ in range(4)]
+        try:
+            for sock, _ in attackers:  # all at once: the frames are in flight together
+                sock.sendall(frame_header(len(bomb), rsv1=True) + bomb)
+            for sock, _ in oversized:  # declares 16 MiB uncompressed: refused from the header
+                sock.sendall(frame_header(16 << 20) + b"a" * 16384)
+            codes = [close_code(sock) for sock, _ in attackers + oversized]
+        finally:
+            for sock, _ in attackers + oversized:
+                sock.close()
+        peak = vm_hwm_mb(proc.pid)
+
+        async def plays():
+            async with connect(ws_url(base)) as ws:
+                await ws.send(RESET)
+                return json.loads(await ws.recv())
+
+        after = asyncio.run(plays())
+        with urllib.request.urlopen(base + "/health", timeout=10) as response:
+            healthy = response.status == 200
+    finally:
+        stop_server(proc)
+    assert peak < 512, f"peak RSS {peak:.0f} MB under a bare uvicorn (the manifest declares 512)"
+    assert after["type"] == "observation" and healthy  # and the server plays on
+    assert not any(agreed for _, agreed in attackers + oversized)  # compression was never negotiated
+    assert codes == [1002] * 16 + [1009] * 4, codes  # protocol error (RSV1 unagreed), message too big
+    assert "ws_per_message_deflate True -> False" in log.read_text()  # the app said what it set
 
 
 @pytest.mark.parametrize(

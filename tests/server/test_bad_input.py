@@ -18,6 +18,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from releaseops_arena.catalog import MAX_SEED, SEED_RANGE
 from releaseops_arena.tools import TOOL_NAMES
 from tests.live_server import run_live_server
 
@@ -61,8 +62,19 @@ def rpc(params: dict | str, method: str = "tools/call", request_id=1) -> dict | 
         ({"family": "nope"}, 400, "valid: green_ci_disabled_payment_test"),
         ({"difficulty": "brutal"}, 400, "valid: easy, medium, hard"),
         ({"archetype_mix": "evil"}, 400, "valid: "),
-        ({"seed": "x"}, 422, "seed (an integer >= 0)"),
-        ({"seed": -1}, 422, "seed (an integer >= 0)"),
+        # A seed is a whole number in 0..2147483647 on every door (catalog.check_seed). OpenEnv's request model
+        # refuses a non-integer or a negative one first (422); the engine refuses the rest (400). JSON `true`
+        # and `2.0`, which the model would read as 1 and 2, are refused before it (http_errors.ResetSeed).
+        ({"seed": True}, 422, f"seed ({SEED_RANGE})"),
+        ({"seed": 2.0}, 422, f"seed ({SEED_RANGE})"),
+        ({"seed": "x"}, 422, f"seed ({SEED_RANGE})"),
+        ({"seed": -1}, 422, f"seed ({SEED_RANGE})"),
+        ({"seed": 2.5}, 422, f"seed ({SEED_RANGE})"),
+        ({"seed": "2.5"}, 422, f"seed ({SEED_RANGE})"),
+        ({"seed": ""}, 422, f"seed ({SEED_RANGE})"),
+        ('{"seed": 1e30}', 422, f"seed ({SEED_RANGE})"),
+        ({"seed": 2**70}, 400, f"seed must be {SEED_RANGE}"),
+        ({"seed": 2**31}, 400, f"seed must be {SEED_RANGE}"),
         ({"episode_id": {"a": 1}}, 422, "episode_id (a string of at most 128"),
         ('{"episode_id": "' + SURROGATE + '"}', 422, "episode_id (a string of at most 128"),
         ({"episode_id": "x" * 200}, 400, "episode_id must be a string of at most 128 printable"),
@@ -181,8 +193,10 @@ BAD_WS_RESETS = [
     ({"episode_id": "x" * 129}, "episode_id must be a string"),
     ({"episode_id": 42}, "episode_id must be a string"),
     ({"episode_id": "tab\there"}, "printable"),
-    ({"seed": "x"}, "seed must be a non-negative integer"),
-    ({"seed": [1]}, "seed must be a non-negative integer"),
+    ({"seed": "x"}, f"seed must be {SEED_RANGE}"),
+    ({"seed": [1]}, f"seed must be {SEED_RANGE}"),
+    *[({"seed": seed}, f"seed must be {SEED_RANGE}") for seed in (2.5, "2.5", -5, "", True, 2**70, 2**31)],
+    ('{"type": "reset", "data": {"seed": 1e30}}', f"seed must be {SEED_RANGE}"),
     ({"family": "nope"}, "valid: green_ci_disabled_payment_test"),
     ({"family": ["x"] * 1000}, "valid: green_ci_disabled_payment_test"),
     ({"split": [1], "index": 0}, "valid: train, heldout_seeds"),
@@ -213,6 +227,32 @@ def test_a_bad_ws_reset_is_refused_clearly_and_the_session_plays_on(server):
         step = exchange(ws, {"type": "step", "data": {"tool_name": "inspect_ci_run", "arguments": {"run_id": "ci-1"}}})
         assert step["type"] == "observation", step
         assert assert_state_answers(ws)["step_count"] == 1
+    assert_log_clean(log)
+
+
+def test_a_seed_is_one_range_on_the_wire_and_a_refused_one_keeps_the_running_episode(server):
+    """The issue: /ws and HTTP reset took 2**70 while the board capped seeds at 2147483647, and 1e30 came
+    back quoted as a 31-digit integer. Both doors take the top seed, refuse the next one naming the range,
+    and a refused reset over /ws leaves the running episode as it was."""
+    base, log = server
+    assert post(base, "/reset", {"seed": MAX_SEED}).status_code == 200
+    for body in ({"seed": MAX_SEED + 1}, '{"seed": 1e30}'):
+        reply = post(base, "/reset", body)
+        assert reply.status_code in (400, 422) and SEED_RANGE in reply.json()["detail"], reply.text
+        assert "0000000000" not in reply.text
+    with connect(base.replace("http://", "ws://") + "/ws", max_size=2**22) as ws:
+        assert exchange(ws, {"type": "reset", "data": {"seed": MAX_SEED, "episode_id": "top"}})["type"] == "observation"
+        assert exchange(ws, {"type": "step", "data": {"tool_name": "hold_release", "arguments": {}}})["type"] == (
+            "observation"
+        )
+        for seed in (2.5, 1e30, -5, 2**70, True, ""):
+            reply = exchange(ws, {"type": "reset", "data": {"seed": seed}})
+            assert reply["type"] == "error" and SEED_RANGE in reply["data"]["message"], (seed, reply)
+            assert "0000000000" not in reply["data"]["message"], reply
+        state = assert_state_answers(ws)
+        assert state["episode_id"] == "top" and state["step_count"] == 1, state  # the episode is kept
+        step = exchange(ws, {"type": "step", "data": {"tool_name": "hold_release", "arguments": {}}})
+        assert step["type"] == "observation" and assert_state_answers(ws)["step_count"] == 2
     assert_log_clean(log)
 
 

@@ -68,7 +68,8 @@ SCENARIO = {
     "difficulty": "medium",
     "archetype_mix": "shortcut_ci__careful_qa",
 }
-SMALL = {"MAX_CONCURRENT_ENVS": "4"}
+# One test client plays every slot, as a trainer behind one address: the operator lifts the per-address share.
+SMALL = {"MAX_CONCURRENT_ENVS": "4", "MAX_SESSIONS_PER_CLIENT": "0"}
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +81,8 @@ def _close_sessions_after_each_test():
 @pytest.fixture(scope="module")
 def servers():
     """Started in parallel: two with MAX_CONCURRENT_ENVS=4, one whose idle reaper frees sessions after 1 s."""
-    configs = {"a": SMALL, "b": SMALL, "reaper": {"SESSION_IDLE_TIMEOUT_S": "1", "MAX_CONCURRENT_ENVS": "2"}}
+    reaper = {"SESSION_IDLE_TIMEOUT_S": "1", "MAX_CONCURRENT_ENVS": "2", "MAX_SESSIONS_PER_CLIENT": "0"}
+    configs = {"a": SMALL, "b": SMALL, "reaper": reaper}
     with contextlib.ExitStack() as stack:
         managers = {name: run_live_server(env=env) for name, env in configs.items()}
         with concurrent.futures.ThreadPoolExecutor(len(managers)) as pool:
@@ -591,3 +593,13 @@ def test_a_reply_that_never_comes_loses_the_session_and_the_next_reset_reconnect
             env.hold_release("awaiting_fix")
         assert lost.value.code == CONNECTION_LOST
         assert env.reset() == "again" and env._link.session is not first
+
+
+def test_check_capacity_counts_what_one_address_may_hold_and_names_the_setting(live_server):  # noqa: F811
+    # A default server: 64 sessions per worker, of which one address may hold half.
+    assert check_capacity(live_server, 32)["capacity"] == 32
+    with pytest.raises(CapacityError) as refused:
+        check_capacity(live_server, 64)
+    assert "this client may hold 32 sessions" in str(refused.value)
+    assert "lets one address hold 32 of 64 per worker" in str(refused.value)
+    assert "MAX_SESSIONS_PER_CLIENT=0" in str(refused.value)

@@ -72,6 +72,8 @@ def test_the_readme_capacity_arithmetic_uses_the_shipped_settings():
     assert readme.SESSIONS_PER_WORKER == int(docs["ConfigMap"]["data"]["MAX_CONCURRENT_ENVS"])
     assert f"{readme.POD_MEMORY_MB}Mi" == limits["memory"]
     assert docs["ConfigMap"]["data"]["WEB_CONCURRENCY"] == "1"  # the arithmetic counts one worker per pod
+    # The arithmetic fills every slot of a pod from one trainer: the per-address share is lifted.
+    assert docs["ConfigMap"]["data"]["MAX_SESSIONS_PER_CLIENT"] == "0"
 
 
 def sessions_held(base: str, target: int, extra: int = 16, max_attempts: int = 400) -> int:
@@ -114,7 +116,13 @@ def test_two_workers_each_hold_their_own_sessions_and_report_the_count(tmp_path,
     # with the web board asked for, as the Space image does.
     args = ["--timeout-worker-healthcheck", "60"]
     log = tmp_path / "server.log"
-    env = {"MAX_CONCURRENT_ENVS": "8", "WEB_CONCURRENCY": "2", "ENABLE_WEB_INTERFACE": "true"}
+    # One client fills both workers: the operator's setting for a trainer behind one address.
+    env = {
+        "MAX_CONCURRENT_ENVS": "8",
+        "MAX_SESSIONS_PER_CLIENT": "0",
+        "WEB_CONCURRENCY": "2",
+        "ENABLE_WEB_INTERFACE": "true",
+    }
     with uvicorn_process(env=env, args=args, timeout=120, log_path=log) as (base, _pid):
         wait_for_workers(log, 2)
         meta = json.loads(http_get(base + "/metadata")[1])
@@ -189,9 +197,10 @@ def test_a_bad_setting_stops_the_server_with_one_line_naming_what_is_valid(name,
 
 def test_two_replicas_share_128_generations_evenly_and_free_every_slot():
     """The trainer's factory spreads sessions round-robin over the replicas' URLs."""
+    trainer = {"MAX_CONCURRENT_ENVS": "64", "MAX_SESSIONS_PER_CLIENT": "0"}  # one trainer fills every slot
     with (
-        uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (a, _),
-        uvicorn_process(env={"MAX_CONCURRENT_ENVS": "64"}) as (b, _),
+        uvicorn_process(env=trainer) as (a, _),
+        uvicorn_process(env=trainer) as (b, _),
     ):
         factory = make_remote_env_factory([a, b])
         envs = [factory() for _ in range(128)]

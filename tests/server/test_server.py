@@ -9,7 +9,12 @@ import pytest
 
 from releaseops_arena import ALL_FAMILIES, ALL_MIXES, DIFFICULTIES, FAMILIES, HELDOUT_FAMILIES, tool_schemas
 from releaseops_arena.catalog import ARCHETYPES, BENCHMARK_VERSION
+from tests.live_server import make_live_server_fixture
 from tests.wire import local_transcript, open_socket, remote_replay, send, wait_for_free_slots
+
+# A trainer on one host plays every slot from one address: its operator lifts the per-address share
+# (by default an address holds half the slots; docs/server.md, Limits).
+trainer_server = make_live_server_fixture("trainer_server", scope="module", env={"MAX_SESSIONS_PER_CLIENT": "0"})
 
 POLICY_CYCLE = ["random", "oracle", "naive", "random", "block_everything"]
 
@@ -39,29 +44,29 @@ async def play_session(base, index, episodes=3):
             assert state["data"]["metrics"] == json.loads(json.dumps(local["metrics"]))
 
 
-def test_64_concurrent_sessions_match_the_engine_and_the_65th_is_refused(live_server):
+def test_64_concurrent_sessions_match_the_engine_and_the_65th_is_refused(trainer_server):
     async def main():
-        sockets = [await open_socket(live_server).__aenter__() for _ in range(64)]
+        sockets = [await open_socket(trainer_server).__aenter__() for _ in range(64)]
         try:
-            extra = await open_socket(live_server).__aenter__()
+            extra = await open_socket(trainer_server).__aenter__()
             refused = json.loads(await extra.recv())
             assert refused["data"]["code"] == "CAPACITY_REACHED"
             await extra.close()
         finally:
             for ws in sockets:
                 await ws.close()
-        await wait_for_free_slots(live_server, 64)
-        await asyncio.gather(*(play_session(live_server, i) for i in range(64)))
+        await wait_for_free_slots(trainer_server, 64)
+        await asyncio.gather(*(play_session(trainer_server, i) for i in range(64)))
 
     asyncio.run(main())
 
 
-def test_a_client_that_disconnects_mid_episode_frees_its_slot(live_server):
+def test_a_client_that_disconnects_mid_episode_frees_its_slot(trainer_server):
     async def main():
-        sockets = [await open_socket(live_server).__aenter__() for _ in range(64)]
+        sockets = [await open_socket(trainer_server).__aenter__() for _ in range(64)]
         await send(sockets[0], {"type": "reset", "data": {"seed": 1}})
         await sockets[0].close()  # mid-episode
-        await wait_for_free_slots(live_server, 1)  # fails unless the freed slot comes back
+        await wait_for_free_slots(trainer_server, 1)  # fails unless the freed slot comes back
         for ws in sockets[1:]:
             await ws.close()
 

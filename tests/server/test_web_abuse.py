@@ -20,8 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from releaseops_arena.catalog import SEED_RANGE
+from releaseops_arena.episode import Episode
 from server import web_session as limits
 from server.web_content import load_presets
+from server.web_handlers import CUSTOM
 from tests.live_server import run_live_server
 from tests.wire import open_socket, send
 
@@ -41,14 +44,19 @@ def gradio_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def base(gradio_dir):
+def server_log(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("web-abuse") / "server.log"
+
+
+@pytest.fixture(scope="module")
+def base(gradio_dir, server_log):
     env = {
         "ENABLE_WEB_INTERFACE": "true",
         "GRADIO_TEMP_DIR": str(gradio_dir),
         "WEB_MAX_SESSIONS": str(SESSIONS),
         "WEB_UPLOAD_TTL_S": str(UPLOAD_TTL_S),
     }
-    with run_live_server(env=env) as url:
+    with run_live_server(env=env, log_path=server_log) as url:
         yield url
 
 
@@ -244,6 +252,87 @@ def test_session_state_is_bounded(board):
     assert "press Start episode first" in json.dumps(gone["output"]), "the oldest session was kept"
 
 
+def scenario_fields(preset: str = SEED_A, **fields) -> dict:
+    """The setup fields as the page sends them: a preset's scenario, then any field edited."""
+    scenario = PRESETS[SEED_A]["scenario"]
+    values = {"family-dd": scenario["family"], "seed-num": scenario["seed"]}
+    values |= {"difficulty-dd": scenario["difficulty"], "mix-dd": scenario["archetype_mix"]}
+    return {"preset-dd": preset, **values, **fields}
+
+
+def changed(output: dict, keep: int) -> list:
+    """The outputs of a reply that change something, by position, apart from `keep`. Gradio sends a state
+    as None, and an update that changes nothing as {"__type__": "update"}, its props (if any) only that."""
+
+    def changes(v) -> bool:
+        if v is None:
+            return False
+        if isinstance(v, dict) and v.get("__type__") == "update":
+            return bool(set(v) - {"__type__", "props"} or set(v.get("props") or {}) - {"__type__"})
+        return True
+
+    return [(i, v) for i, v in enumerate(output["data"]) if i != keep and changes(v)]
+
+
+def test_a_refused_start_keeps_the_running_episode(board):
+    """The issue's steps: start Seed A, inspect pr_259, clear the Seed field (or type -5) and press Start.
+    The board went back to its placeholder with every button disabled, and the menus still showed p2 and
+    pr_259. The reply now changes one thing, the message beside the fields; the episode plays on."""
+    from server.web_ui import SETUP_MSG
+
+    start, inspect = board.fn("start-btn", "click"), board.fn("inspect-pr-btn", "click")
+    approve = board.fn("approve-btn", "click")
+    first = Episode(**PRESETS[SEED_A]["scenario"]).board()["proposals"]
+    pid, pr = first[0]["id"], next(r for p in first for r in p["refs"] if r.startswith("pr_"))
+    mine = session()
+    assert board.call(start, scenario_fields(), mine)["success"]
+    inspected = board.call(inspect, {"proposal-dd": pid, "pr-dd": pr}, mine)
+    assert inspected["success"] and "1 call" in json.dumps(inspected["output"])
+    for seed in (None, -5, 2.5, 1e30):  # each edit switched the preset to Custom
+        refused = board.call(start, scenario_fields(CUSTOM, **{"seed-num": seed}), mine)
+        assert refused["success"], refused
+        message = refused["output"]["data"][SETUP_MSG]
+        assert "Could not start" in message and "Your episode is unchanged" in message and SEED_RANGE in message
+        assert "1000000000000000019884624838656" not in message
+        assert changed(refused["output"], SETUP_MSG) == []  # board, menus, buttons and state as they were
+    played = board.call(approve, {"proposal-dd": pid, "pr-dd": pr}, mine)
+    assert played["success"] and "2 calls" in json.dumps(played["output"])  # the same episode, one call later
+    # Watch too: a refused run leaves the transcripts shown, and says why beside the fields (its 5th output).
+    watch = board.fn("watch-btn", "click")
+    assert "watch-scores" in json.dumps(board.call(watch, {**watch_values()}, mine)["output"])
+    refused = board.call(watch, {**watch_values(), **scenario_fields(CUSTOM, **{"seed-num": -5})}, mine)
+    assert "Could not run" in refused["output"]["data"][4] and changed(refused["output"], 4) == []
+
+
+def test_bad_values_sent_to_the_api_are_a_log_line_not_a_traceback_each(base, board, server_log):
+    """The issue: a bad value sent to /web/gradio_api/call/<fn> wrote about 27 lines of traceback per call,
+    unthrottled: 20 calls added 540 lines. Each call is still answered with gradio's error; the log gets
+    one line, and the repeats within connections.REPEAT_WINDOW_S are counted into the next one."""
+    name = board.deps[board.fn("start-btn", "click")]["api_name"]
+    before = server_log.read_text(errors="replace").count("\n")
+    for k in range(20):
+        values = scenario_fields(f"no such preset {k}")
+        joined = board.http.post(
+            f"{base}/web/gradio_api/call/{name}", json={"data": board.data(board.fn("start-btn", "click"), values)}
+        )
+        assert joined.status_code == 200, joined.text
+        reply = board.http.get(f"{base}/web/gradio_api/call/{name}/{joined.json()['event_id']}")
+        assert "event: error" in reply.text and "not in the list of choices" in reply.text, reply.text[:300]
+    deadline, lines = time.monotonic() + 10, []
+    while time.monotonic() < deadline:  # the server writes its log on its own time
+        lines = [
+            line
+            for line in server_log.read_text(errors="replace").splitlines()[before:]
+            if ' HTTP/1.1" ' not in line  # uvicorn's access log: one line per request, as for any route
+        ]
+        if lines:
+            break
+        time.sleep(0.1)
+    assert 1 <= len(lines) <= 3, lines[:40]
+    assert "web board: an event failed: Error: " in lines[0] and "no such preset" in lines[0], lines
+    assert not [line for line in lines if "Traceback" in line or line.startswith("  File ")], lines
+
+
 def test_uploads_are_counted_and_expire(board, gradio_dir):
     """The issue: 200 MB of anonymous uploads were stored and never removed."""
     line = json.dumps({"task": {}}).encode()
@@ -278,14 +367,34 @@ def test_deep_link_is_gone_and_writes_nothing(base, board, gradio_dir):
 
 
 def test_an_idle_session_is_dropped(gradio_dir):
-    """A session unused for WEB_SESSION_IDLE_S goes with its episode (its own server: a short idle time)."""
-    env = {"ENABLE_WEB_INTERFACE": "true", "GRADIO_TEMP_DIR": str(gradio_dir), "WEB_SESSION_IDLE_S": "2"}
+    """A session unused for WEB_SESSION_IDLE_S goes with its episode (its own server: a short idle time).
+    Asking the session itself whether it is gone would keep it alive, so sessions started after its last
+    use are asked instead, each once, until one is gone: then the older one must be gone too. None may go
+    before its idle time."""
+    idle_s = 2.0
+    env = {"ENABLE_WEB_INTERFACE": "true", "GRADIO_TEMP_DIR": str(gradio_dir), "WEB_SESSION_IDLE_S": str(idle_s)}
     with run_live_server(env=env) as url:
         idle = Board(url)
         start, approve = idle.fn("start-btn", "click"), idle.fn("approve-btn", "click")
+
+        def kept(s: str) -> bool:
+            return "choose a proposal first" in json.dumps(idle.call(approve, {}, s)["output"])
+
         mine = session()
-        assert idle.call(start, {"preset-dd": SEED_A}, mine)["success"]
-        assert "choose a proposal first" in json.dumps(idle.call(approve, {}, mine)["output"])
-        time.sleep(3.5)  # past the idle time; the sweep runs each second
-        assert "press Start episode first" in json.dumps(idle.call(approve, {}, mine)["output"])
+        assert idle.call(start, {"preset-dd": SEED_A}, mine)["success"] and kept(mine)
+        probes = []  # (session, when it was last used at the latest)
+        for _ in range(24):
+            probe, sent = session(), time.monotonic()
+            assert idle.call(start, {"preset-dd": SEED_A}, probe)["success"]
+            probes.append((probe, sent))
+        deadline = time.monotonic() + idle_s + 8  # the sweep runs each second
+        for probe, used in probes:
+            if not kept(probe):
+                assert time.monotonic() - used >= idle_s, "a session was dropped before its idle time"
+                break
+            assert time.monotonic() < deadline, f"no idle session was dropped in {idle_s + 8:g} s"
+            time.sleep(0.25)
+        else:
+            pytest.fail("every probe was kept: no idle session was dropped")
+        assert not kept(mine), "the oldest idle session was kept"
         idle.http.close()

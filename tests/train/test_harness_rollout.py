@@ -101,7 +101,8 @@ def test_grpo_takes_a_cpu_step_on_harness_rollouts_scored_with_the_in_process_re
         return list(env_reward)
 
     Recording.sessions.clear()
-    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4"}) as url:
+    # The trainer fills every slot from one address: the operator lifts the per-address share.
+    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4", "MAX_SESSIONS_PER_CLIENT": "0"}) as url:
         # A GRPO group of 2 shares its task; 4 turns keep the CPU step short, so a cut episode is scored (abandoned).
         factory = Recording(url, tasks=tasks, group_size=2, score_cut=True)
         trainer = GRPOTrainer(

@@ -97,7 +97,8 @@ def test_grpo_in_process_discovers_the_seven_tools_and_trains_on_the_environment
 def test_grpo_against_a_live_server_closes_every_session(tiny_sft, tmp_path):
     from websockets.sync.client import connect
 
-    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4"}) as url:
+    # The trainer fills every slot from one address: the operator lifts the per-address share.
+    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4", "MAX_SESSIONS_PER_CLIENT": "0"}) as url:
         result = train_grpo.train(grpo_args(tiny_sft, tmp_path, "--env-url", url, "--steps", "1"))
         assert result["tools"] == SEVEN
         assert len(step_logs(result["log_history"])) == 1
@@ -181,7 +182,7 @@ def test_grpo_trains_remotely_with_the_server_scoring_unfinished_episodes(tiny_s
             seen.append((value, self.metrics.get("episode_return"), self.done))
             return value
 
-    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4"}) as url:
+    with run_live_server(env={"MAX_CONCURRENT_ENVS": "4", "MAX_SESSIONS_PER_CLIENT": "0"}) as url:
         trainer = _trainer_without_reward_funcs(tiny_sft, tmp_path, lambda: Recorded(url))
         assert sorted(t.__name__ for t in trainer.tools) == SEVEN
         try:

@@ -149,7 +149,7 @@ class Sampler:
 # ------------------------------------------------------------------ memory
 
 
-def _handshake(port: int) -> tuple[socket.socket, bool]:
+def deflate_handshake(port: int) -> tuple[socket.socket, bool]:
     """A raw WebSocket that offers permessage-deflate; (socket, whether the server agreed to it)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     key = base64.b64encode(os.urandom(16)).decode()
@@ -192,7 +192,7 @@ def _close_code(sock: socket.socket) -> int | None:
 
 
 def _attack_one(port: int, i: int, payload: bytes, go: threading.Barrier) -> tuple[int | None, bool]:
-    sock, agreed = _handshake(port)
+    sock, agreed = deflate_handshake(port)
     try:
         go.wait(timeout=60)  # every attacker connected: the frames arrive together
         try:

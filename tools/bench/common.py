@@ -185,7 +185,8 @@ def bench_server(
     pythonpath = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     with uvicorn_process(
         app,
-        env={"ENABLE_WEB_INTERFACE": None, "PYTHONPATH": pythonpath, **(env or {})},
+        # One load client plays every session, as a trainer behind one address: no per-address share.
+        env={"ENABLE_WEB_INTERFACE": None, "MAX_SESSIONS_PER_CLIENT": "0", "PYTHONPATH": pythonpath, **(env or {})},
         module=module,
         args=args,
         cpus=cpus,

@@ -101,6 +101,9 @@ def subject(image: str, limits: tuple[float, int] | None):
         "PYTHONDONTWRITEBYTECODE=1",
         "-e",
         "PYTHONUNBUFFERED=1",
+        # One load generator plays all 64 sessions, as one trainer would: the operator lifts the per-address share.
+        "-e",
+        "MAX_SESSIONS_PER_CLIENT=0",
     ]
     if limits:
         hardening += ["--cpus", str(limits[0]), "--memory", f"{limits[1]}m", "--memory-swap", f"{limits[1]}m"]
