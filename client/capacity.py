@@ -73,7 +73,7 @@ def check_capacity(
     if capacity < generation_batch_size:
         if capped:  # the per-address share binds: the operator's setting for a trainer behind one address
             raise CapacityError(
-                f"this client may hold {capacity} sessions ({breakdown}; {'; '.join(capped)}), below the "
+                f"server capacity for one client address is {capacity} ({breakdown}; {'; '.join(capped)}), below the "
                 f"generation batch size {generation_batch_size}; start the servers with MAX_SESSIONS_PER_CLIENT=0 "
                 "(no per-address cap) or a larger value, or add replicas or workers"
             )

@@ -600,6 +600,6 @@ def test_check_capacity_counts_what_one_address_may_hold_and_names_the_setting(l
     assert check_capacity(live_server, 32)["capacity"] == 32
     with pytest.raises(CapacityError) as refused:
         check_capacity(live_server, 64)
-    assert "this client may hold 32 sessions" in str(refused.value)
+    assert "server capacity for one client address is 32" in str(refused.value)
     assert "lets one address hold 32 of 64 per worker" in str(refused.value)
     assert "MAX_SESSIONS_PER_CLIENT=0" in str(refused.value)
