@@ -3,13 +3,14 @@
     PYTHONPATH=. .venv/bin/python -m tools.bench.timing_channel -n 2000      # about a minute on one core
 
 For the first `n` held-out-seed tasks at medium, it times in process (the minimum of `--repeats`
-runs, to strip scheduler noise) `reset`, and the call that ends triage (which builds the deploy-gate
-stage), and asks how well each time alone predicts whether that stage holds a shortcut: the area
-under the ROC curve (0.5: no information). The goal is an AUC of at most `BOUND` for each call: the
-generator does the same work for a shortcut site as for a correct one (mechanisms.evidence_for,
-scenario_builder.site and deploy_gate). The numbers are kept in docs/benchmarks.md so that a change
-that widens the channel is seen. Over the wire the network's jitter is far larger than these
-microseconds; this script does not measure the wire.
+runs, to strip scheduler noise; taken in passes over every task, so that drift weighs on all alike
+and no call finds its caches warmed by the same task just before) `reset`, and the call that ends
+triage (which builds the deploy-gate stage), and asks how well each time alone predicts whether that
+stage holds a shortcut: the area under the ROC curve (0.5: no information). The goal is an AUC of at
+most `BOUND` for each call: the generator does the same work for a shortcut site as for a correct
+one (mechanisms.evidence_for, scenario_builder.site and deploy_gate). The numbers are kept in
+docs/benchmarks.md so that a change that widens the channel is seen. Over the wire the network's
+jitter is far larger than these microseconds; this script does not measure the wire.
 
 On a loaded machine, `--clock thread` times with the thread's CPU time, which leaves out the time
 the scheduler gives other processes (caches they share still add noise); raise `--repeats` too.
@@ -66,15 +67,21 @@ def _stage_has_shortcut(episode: Episode, stage: int) -> bool:
 def measure(n: int, repeats: int, difficulty: str = "medium", clock: str = "perf") -> dict:
     global _clock
     _clock = CLOCKS[clock]
-    rows = []
-    for s in scenarios("heldout_seeds", n, difficulty):
-        reset = end = float("inf")
-        for _ in range(repeats):
+    tasks = list(scenarios("heldout_seeds", n, difficulty))
+    reset, end = [float("inf")] * n, [float("inf")] * n
+    # Round-robin: each pass times every task once, so a task's repeats are spread over the whole run and
+    # a machine that slows down or speeds up (another process starting, a frequency change) weighs on
+    # every task alike instead of on the tasks that happened to be timed then.
+    for _ in range(repeats):
+        for i, s in enumerate(tasks):
             start = _clock()
-            episode = Episode(**s)
-            reset = min(reset, _clock() - start)
-            end = min(end, _end_triage(s)[0])
-        rows.append((reset * 1e6, _stage_has_shortcut(episode, 0), end * 1e6, _stage_has_shortcut(episode, 1)))
+            Episode(**s)
+            reset[i] = min(reset[i], _clock() - start)
+            end[i] = min(end[i], _end_triage(s)[0])
+    rows = []
+    for i, s in enumerate(tasks):
+        episode = _end_triage(s)[1]
+        rows.append((reset[i] * 1e6, _stage_has_shortcut(episode, 0), end[i] * 1e6, _stage_has_shortcut(episode, 1)))
     out = {"n": n, "repeats": repeats, "difficulty": difficulty, "clock": clock, "bound": BOUND}
     for name, t, y in (("reset", 0, 1), ("end_of_triage", 2, 3)):
         pos = [r[t] for r in rows if r[y]]
@@ -119,7 +126,8 @@ def section(result: dict) -> str:
         "## Timing side channel\n\n"
         f"`tools/bench/timing_channel.py`: the first {result['n']:,} held-out-seed tasks at "
         f"{result['difficulty']}, each "
-        f"call timed in process ({result.get('clock', 'perf')} clock) as the minimum of {result['repeats']} runs. "
+        f"call timed in process ({result.get('clock', 'perf')} clock) as the minimum of {result['repeats']} "
+        "passes over every task. "
         "AUC: how well the time alone predicts whether the stage being built holds a shortcut (0.5: not at "
         f"all); the goal is at most {BOUND}. The wire adds far more jitter than these microseconds and is not "
         "measured here. This run: `PYTHONPATH=. .venv/bin/python -m tools.bench.timing_channel "
