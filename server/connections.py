@@ -63,26 +63,44 @@ class H11WithHeadTimeout(H11Protocol):
         super().connection_lost(exc)
 
 
+class Throttle:
+    """One event of each key per REPEAT_WINDOW_S: `passes(key)` is None for an event held back, else how
+    many of that key it held since the last one let through."""
+
+    def __init__(self):
+        self.last: dict[str, float] = {}
+        self.held: dict[str, int] = {}
+
+    def passes(self, key: str) -> int | None:
+        now = time.monotonic()
+        if now - self.last.get(key, -REPEAT_WINDOW_S) < REPEAT_WINDOW_S:
+            self.held[key] = self.held.get(key, 0) + 1
+            return None
+        self.last[key] = now
+        return self.held.pop(key, 0)
+
+
+def and_more(held: int) -> str:
+    """The tail of a line that stands for `held` more held back."""
+    return f" (and {held} more in the last {REPEAT_WINDOW_S:g} s)" if held else ""
+
+
 class RepeatFilter(logging.Filter):
     """Lets one record of each message in REPEATED through per REPEAT_WINDOW_S, then says how many it held."""
 
     def __init__(self):
         super().__init__()
-        self.last: dict[str, float] = {}
-        self.held: dict[str, int] = {}
+        self.throttle = Throttle()
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
         key = next((m for m in REPEATED if message.startswith(m)), None)
         if key is None:
             return True
-        now = time.monotonic()
-        if now - self.last.get(key, -REPEAT_WINDOW_S) < REPEAT_WINDOW_S:
-            self.held[key] = self.held.get(key, 0) + 1
+        held = self.throttle.passes(key)
+        if held is None:
             return False
-        self.last[key] = now
-        held = self.held.pop(key, 0)
-        record.msg = f"{key} (and {held} more in the last {REPEAT_WINDOW_S:g} s)" if held else key
+        record.msg = key + and_more(held)
         record.args, record.exc_info, record.exc_text = (), None, None  # one line, not a traceback each time
         return True
 

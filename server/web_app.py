@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 
 from . import web_session as limits
-from .connections import REPEAT_WINDOW_S
+from .connections import Throttle, and_more
 
 log = logging.getLogger("uvicorn.error")
 
@@ -68,8 +68,7 @@ class OneLineErrors:
     passes (as `connections.RepeatFilter` does for asyncio's resource errors)."""
 
     def __init__(self):
-        self.last: dict[str, float] = {}
-        self.held: dict[str, int] = {}
+        self.throttle = Throttle()
 
     def __getattr__(self, name):  # the rest of the module, should gradio use more of it
         return getattr(traceback, name)
@@ -78,13 +77,11 @@ class OneLineErrors:
         exc = sys.exc_info()[1]
         if exc is None:
             return
-        kind, now = type(exc).__name__, time.monotonic()
-        if now - self.last.get(kind, -REPEAT_WINDOW_S) < REPEAT_WINDOW_S:
-            self.held[kind] = self.held.get(kind, 0) + 1
+        kind = type(exc).__name__
+        held = self.throttle.passes(kind)
+        if held is None:
             return
-        self.last[kind] = now
-        held = self.held.pop(kind, 0)
-        more = f" (and {held} more in the last {REPEAT_WINDOW_S:g} s)" if held else ""
+        more = and_more(held)
         # One line of printable ASCII: the message may quote what the client sent (control characters too).
         message = "".join(c if c.isascii() and c.isprintable() else ascii(c)[1:-1] for c in " ".join(str(exc).split()))
         message = message if len(message) <= 300 else message[:297] + "..."
