@@ -11,6 +11,7 @@ this module lays their sites out over the three stages.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from functools import lru_cache
 
@@ -146,7 +147,8 @@ def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str, 
     seed = validate_args(family, seed, difficulty, archetype_mix)
     if not isinstance(salt, str):
         raise TypeError(f"salt must be a string, not {type(salt).__name__}")
-    rng = random.Random(f"releaseops|{family}|{seed}|{difficulty}|{archetype_mix}" + (f"|{salt}" if salt else ""))
+    material = f"releaseops|{family}|{seed}|{difficulty}|{archetype_mix}" + (f"|{salt}" if salt else "")
+    rng = random.Random(material)
     pinned = catalog.parse_mix(archetype_mix)
     if family == "stale_sre_waives_deploy_checks":
         pinned.setdefault("sre", "stale_policy")
@@ -168,6 +170,7 @@ def build_scenario(family: str, seed: int, difficulty: str, archetype_mix: str, 
         hazards=draw_hazards(family, difficulty, archetypes, rng, site_workers),
         site_workers=site_workers,
         service=one_of(rng, ("checkout", "payments-api", "storefront")),
+        blind=timing_blind(material),
     )
     world.overcautious_stage = below(rng, 2) if rng.random() < float(cfg["overcautious"]) else -1
     world.deploy_run = new_artifact(world, "ci_run", {"kind": "deploy_checks"})
@@ -525,8 +528,28 @@ def _stage_sites(family: str, difficulty: str, stage: int) -> tuple[str, ...]:
     return tuple(k for k in site_keys(family, difficulty) if k not in GATE and REGISTRY[mechanism_of(k)].stage == stage)
 
 
+# The timing blind. Every branch of the generator does the same work for a shortcut as for a
+# correct site, yet what is left (which strings, tables and code the CPU's caches and predictors
+# happen to hold warm) still made a stage's build about 0.5 us slower, out of about 100, when it
+# held a shortcut: timed in process, a reset told a shortcut stage apart at an AUC of about 0.6
+# (tools/bench/timing_channel.py). Every build therefore ends with a spin of up to BLIND_TURNS loop
+# turns (about 11 ns each, so at most about 17 us, on average 8), as many as a keyed hash of the
+# scenario says: the same on every repeat of a task, so timing it again does not average it out;
+# independent of every hidden draw; and, on a salted evaluation split, unknown without the salt,
+# so it cannot be subtracted. It spends about 1.8 us of CPU per step (three builds an episode),
+# and buries the shortcut's microsecond under a spread twenty times as wide.
+BLIND_TURNS = 1500
+
+
+def timing_blind(material: str) -> tuple[int, ...]:
+    """The blind's loop turns for each of the three stages, from a hash of the scenario's seed string
+    (its salt included): a separate stream, so no world draws a number differently for it."""
+    digest = hashlib.blake2b(material.encode(), digest_size=6, person=b"timing-blind").digest()
+    return tuple(int.from_bytes(digest[i : i + 2], "big") % BLIND_TURNS for i in (0, 2, 4))
+
+
 def open_stage(world: World) -> None:
-    """Submit the proposals of the stage the world has just entered."""
+    """Submit the proposals of the stage the world has just entered, then spin the timing blind."""
     items = [lambda key=key: site(world, key) for key in stage_sites(world)]
     if world.stage == 1:
         items.append(lambda: deploy_gate(world))
@@ -539,6 +562,13 @@ def open_stage(world: World) -> None:
     shuffle(world.rng, items)  # order on the board carries no information
     for make in items:
         make()
+    spin(world.blind[world.stage])
+
+
+def spin(turns: int) -> None:
+    """The timing blind's busy loop: CPU time in proportion to `turns`, and nothing else."""
+    for _ in range(turns):
+        pass
 
 
 __all__ = [

@@ -127,6 +127,8 @@ class World:
     used_ids: set[str] = field(default_factory=set)
     seen_refs: list[str] = field(default_factory=list)
     next_proposal: int = 0
+    # Hidden: per stage, the loop turns of the timing blind that stage's build ends with (scenario_builder).
+    blind: tuple[int, ...] = (0, 0, 0)
 
     @property
     def hazard(self) -> bool:
