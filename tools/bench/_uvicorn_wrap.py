@@ -130,6 +130,11 @@ def stack_options() -> dict:
     options = uvicorn_options()
     if os.environ.get("BENCH_WS_DEFLATE") == "1":
         options["ws_per_message_deflate"] = True
+        # The app holds its uvicorn to limits.py at start-up (server.connections.LaunchLimits), which
+        # would turn compression off again: the what-if changes the setting it holds to.
+        import server.limits
+
+        server.limits.WS_PER_MESSAGE_DEFLATE = True
     return options
 
 
