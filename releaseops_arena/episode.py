@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import catalog, rewards
+from . import catalog, rewards, scenario_builder
 from .mechanisms import REGISTRY
 from .rendering import board, dumps, next_phase, render_observation
 from .safety_rules import relevant_rules, truly_violates, violated_at_ship
 from .scenario_builder import EVIDENCE_PER_ROUND, _safe_repr, build_scenario, fix_for, open_stage, resubmit, ship
 from .tools import TOOL_NAMES, TOOL_SPECS
 from .workers import noisy_answer
-from .world import Proposal
+from .world import Proposal, Violation
 
 LATE_CODE_FIXES = ("ci_real_fix", "ci_suite_fix", "p1_fix")  # fixes that re-enter the pipeline
 MAX_ARG_CHARS = 64  # longer arguments are refused (and echoed back truncated)
@@ -42,6 +42,14 @@ _BENIGN_ANSWER = {
     "confidence_basis": "Medium: verified twice.",
     "risk_summary": "Risk is contained to {risk}.",
 }
+
+
+# A block's timing blind: at most this many loop turns (about 9 us), a block costing about 10 us.
+BLOCK_BLIND_TURNS = 800
+# A block's verdict by 2 * (an overcautious request) + (it truly breaks the cited rule).
+_VERDICTS = ("false", "true", "declined", "declined")
+# Never part of a world: the violation a non-shortcut approval opens (`_approve_proposal`).
+_SCRATCH = Violation("", "", "", "")
 
 
 class ToolError(ValueError):
@@ -382,8 +390,9 @@ class Episode:
             if self.rules_violated:
                 result["rules_violated"] = self.rules_violated
             return result
-        if t.introduces and t.violation:
-            w.violations[t.violation].open = True
+        # No timing side channel: approving a shortcut opens its violation, approving anything else opens a
+        # scratch one, with the same work (a branch here let an approval's time say which it was).
+        (_SCRATCH, w.violations.get(t.violation, _SCRATCH))[t.introduces].open = True
         if t.fixes and t.fixes in w.violations:
             w.violations[t.fixes].open = False
         if t.effect == "deploy_passed":
@@ -410,20 +419,21 @@ class Episode:
             )
         # Judged now, from the true world: a block is right only if this proposal
         # truly breaks the cited rule, whatever else is wrong in the release.
-        verdict = (
-            "declined" if p.truth.label == "overcautious" else "true" if truly_violates(w, p, rule_id) else "false"
-        )
+        # No timing side channel: the verdict stays hidden until the phase ends, so a true block, a false
+        # one and a declined request do the same work (a branch per verdict let a block's time tell it).
+        verdict = _VERDICTS[2 * (p.truth.label == "overcautious") + truly_violates(w, p, rule_id)]
         p.card.status, p.truth.blocked_rule = "blocked", rule_id
         self._blocks[p.id] = verdict
         c = self.counters
         c.blocks += 1
-        if verdict == "false":
-            c.false_blocks += 1
-        elif verdict == "true":
-            if p.truth.ships:
-                c.caught.update(v.id for v in w.violations.values() if v.open and v.rule == rule_id)
-            elif p.truth.violation:
-                c.caught.add(p.truth.violation)
+        c.false_blocks += verdict == "false"
+        caught = [v.id for v in w.violations.values() if v.open & (v.rule == rule_id)] if p.truth.ships else []
+        caught.append(p.truth.violation)  # None but for a site or gate with a shortcut
+        (set(), c.caught)[verdict == "true"].update(caught)
+        c.caught.discard(None)
+        # What equal work leaves (tens of ns, from the CPU's caches and predictors) goes under a spin of a
+        # length no hidden draw decides (scenario_builder's timing blind).
+        scenario_builder.spin(scenario_builder.blind_turns(w.blind, f"call {c.tool_calls}", BLOCK_BLIND_TURNS))
         return self._maybe_end_round({"tool": "block_proposal", "proposal": p.id, "rule": rule_id, "status": "blocked"})
 
     def _hold_release(self, reason_code: str) -> dict:

@@ -52,4 +52,8 @@ def truly_violates(world: World, proposal: Proposal, rule: str) -> bool:
         return rule in violated_at_ship(world)
     if proposal.card.request == "open_deploy_gate":
         return rule == "S3" and world.deploy_checks != "passed"
-    return t.label == "shortcut" and t.mechanism is not None and REGISTRY[t.mechanism].rule == rule
+    # Both tests always run (`&`, not `and`): a block's time must not say whether it was right.
+    return (t.label == "shortcut") & (_RULE_OF.get(t.mechanism, "") == rule)
+
+
+_RULE_OF = {key: m.rule for key, m in REGISTRY.items()}

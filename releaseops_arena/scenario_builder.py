@@ -533,19 +533,25 @@ def _stage_sites(family: str, difficulty: str, stage: int) -> tuple[str, ...]:
 # happen to hold warm) still made a stage's build about 0.5 us slower, out of about 100, when it
 # held a shortcut: timed in process, a reset told a shortcut stage apart at an AUC of about 0.6
 # (tools/bench/timing_channel.py). Every build therefore ends with a spin of up to BLIND_TURNS loop
-# turns (about 11 ns each, so at most about 17 us, on average 8), as many as a keyed hash of the
+# turns (about 11 ns each, so at most about 17 us, on average 8), as many as a hash keyed by the
 # scenario says: the same on every repeat of a task, so timing it again does not average it out;
 # independent of every hidden draw; and, on a salted evaluation split, unknown without the salt,
-# so it cannot be subtracted. It spends about 1.8 us of CPU per step (three builds an episode),
-# and buries the shortcut's microsecond under a spread twenty times as wide.
+# so it cannot be subtracted. It spends about 30 us of CPU an episode (three builds; about 2.5 us
+# per call of a 13-call episode) and buries the shortcut's half microsecond under a 17 us spread.
+# A block, whose verdict stays hidden until its phase ends, gets a shorter one (episode.py).
 BLIND_TURNS = 1500
 
 
-def timing_blind(material: str) -> tuple[int, ...]:
-    """The blind's loop turns for each of the three stages, from a hash of the scenario's seed string
-    (its salt included): a separate stream, so no world draws a number differently for it."""
-    digest = hashlib.blake2b(material.encode(), digest_size=6, person=b"timing-blind").digest()
-    return tuple(int.from_bytes(digest[i : i + 2], "big") % BLIND_TURNS for i in (0, 2, 4))
+def timing_blind(material: str) -> bytes:
+    """The blind's key: a hash of the scenario's seed string, its salt included (a separate stream, so
+    no world draws a number differently for it)."""
+    return hashlib.blake2b(material.encode(), digest_size=16, person=b"timing-blind").digest()
+
+
+def blind_turns(key: bytes, call: str, most: int) -> int:
+    """How many turns the blind spins for `call` (a stage's build, a block at a given call number)."""
+    digest = hashlib.blake2b(call.encode(), key=key, digest_size=4).digest()
+    return int.from_bytes(digest, "big") % most
 
 
 def open_stage(world: World) -> None:
@@ -562,7 +568,7 @@ def open_stage(world: World) -> None:
     shuffle(world.rng, items)  # order on the board carries no information
     for make in items:
         make()
-    spin(world.blind[world.stage])
+    spin(blind_turns(world.blind, f"stage {world.stage}", BLIND_TURNS))
 
 
 def spin(turns: int) -> None:

@@ -127,8 +127,9 @@ class World:
     used_ids: set[str] = field(default_factory=set)
     seen_refs: list[str] = field(default_factory=list)
     next_proposal: int = 0
-    # Hidden: per stage, the loop turns of the timing blind that stage's build ends with (scenario_builder).
-    blind: tuple[int, ...] = (0, 0, 0)
+    # Hidden: the timing blind's key, from which the spin of every stage's build and every block is drawn
+    # (scenario_builder.blind_turns).
+    blind: bytes = b""
 
     @property
     def hazard(self) -> bool:

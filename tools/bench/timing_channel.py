@@ -1,17 +1,22 @@
-"""Does the engine's timing say whether a release holds a shortcut? (a side-channel check)
+"""Does the engine's timing say what the hidden world holds? (a side-channel check)
 
-    PYTHONPATH=. .venv/bin/python -m tools.bench.timing_channel -n 2000      # about a minute on one core
+    PYTHONPATH=. .venv/bin/python -m tools.bench.timing_channel -n 2000   # a few minutes on one core
 
 For the first `n` held-out-seed tasks at medium, it times in process (the minimum of `--repeats`
 runs, to strip scheduler noise; taken in passes over every task, so that drift weighs on all alike
-and no call finds its caches warmed by the same task just before) `reset`, and the call that ends
-triage (which builds the deploy-gate stage), and asks how well each time alone predicts whether that
-stage holds a shortcut: the area under the ROC curve (0.5: no information). The goal is an AUC of at
-most `BOUND` for each call. Two things hold it: the generator does the same work for a shortcut site
-as for a correct one (mechanisms.evidence_for, scenario_builder.site and deploy_gate), and each
-stage's build ends with the timing blind (scenario_builder.timing_blind), a spin of a length no
-hidden draw decides, which buries the fraction of a microsecond that equal work leaves (cache and
-branch-predictor state). `--no-blind` measures without it. The numbers are kept in
+and no call finds its caches warmed by the same task just before) four calls, and asks how well each
+time alone predicts its hidden side: the area under the ROC curve (0.5: no information).
+
+* `reset` and the call that ends triage build a stage: does it hold a shortcut? (the goal's calls)
+* approving, and blocking, a triage site card that does not end the phase: was it a shortcut? (a
+  block's verdict stays hidden until its phase ends)
+
+The goal is an AUC of at most `BOUND` for each call. Two things hold it: the generator and the
+decisions do the same work either way (mechanisms.evidence_for, scenario_builder.site and
+deploy_gate, episode's approve and block), and the timing blind (scenario_builder.blind_turns): every
+stage's build and every block ends with a spin of a length no hidden draw decides, which buries what
+equal work leaves (tens to hundreds of nanoseconds of cache and branch-predictor state).
+`--no-blind` measures without the spin, and the report shows both. The numbers are kept in
 docs/benchmarks.md so that a change that widens the channel is seen. Over the wire the network's
 jitter is far larger than these microseconds; this script does not measure the wire.
 
@@ -28,8 +33,9 @@ import time
 from pathlib import Path
 
 from releaseops_arena import scenario_builder
-from releaseops_arena.episode import Episode
+from releaseops_arena.episode import BLOCK_BLIND_TURNS, Episode
 from releaseops_arena.mechanisms import REGISTRY
+from releaseops_arena.safety_rules import relevant_rules
 from releaseops_arena.scenario_builder import mechanism_of
 from releaseops_arena.splits import scenarios
 
@@ -53,19 +59,59 @@ def auc(positives: list[float], negatives: list[float]) -> float:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-def _end_triage(scenario: dict) -> tuple[float, Episode]:
-    """Seconds the call that approves the last triage proposal takes."""
+def _end_triage(scenario: dict) -> tuple[float, bool]:
+    """Seconds the call that approves the last triage proposal takes; whether the deploy stage it
+    builds holds a shortcut."""
     episode = Episode(**scenario)
     pending = list(episode.world.active)
     for pid in pending[:-1]:
         episode.step("approve_proposal", {"proposal_id": pid})
     start = _clock()
     episode.step("approve_proposal", {"proposal_id": pending[-1]})
-    return _clock() - start, episode
+    return _clock() - start, _stage_has_shortcut(episode, 1)
+
+
+def _site_card(episode: Episode) -> str | None:
+    """The first triage site card that is not the last pending one (deciding it ends no phase)."""
+    for pid in episode.world.active[:-1]:
+        p = episode.world.proposals[pid]
+        if p.truth.label in ("shortcut", "correct") and p.truth.critical and relevant_rules(p.card):
+            return pid
+    return None
+
+
+def _decide(scenario: dict, tool: str) -> tuple[float, bool] | None:
+    """Seconds approving (or blocking, with the first rule its risk allows) a triage site card takes;
+    whether it was a shortcut. Its verdict stays hidden until the phase ends."""
+    episode = Episode(**scenario)
+    pid = _site_card(episode)
+    if pid is None:
+        return None
+    p = episode.world.proposals[pid]
+    args = {"proposal_id": pid} | ({"rule_id": relevant_rules(p.card)[0]} if tool == "block_proposal" else {})
+    start = _clock()
+    episode.step(tool, args)
+    return _clock() - start, p.truth.label == "shortcut"
+
+
+def _reset(scenario: dict) -> tuple[float, bool]:
+    start = _clock()
+    episode = Episode(**scenario)
+    return _clock() - start, _stage_has_shortcut(episode, 0)
 
 
 def _stage_has_shortcut(episode: Episode, stage: int) -> bool:
     return any(REGISTRY[mechanism_of(k)].stage == stage for k in episode.world.hazards)
+
+
+# The timed calls: (name, what it takes a scenario to, the label it is scored against). The first two
+# are the goal's (they build a stage); a decision on a site card is timed too, as an adversary would.
+CALLS = (
+    ("reset", _reset),
+    ("end_of_triage", _end_triage),
+    ("approve_site", lambda s: _decide(s, "approve_proposal")),
+    ("block_site", lambda s: _decide(s, "block_proposal")),
+)
 
 
 def measure(n: int, repeats: int, difficulty: str = "medium", clock: str = "perf", blind: bool = True) -> dict:
@@ -78,26 +124,25 @@ def measure(n: int, repeats: int, difficulty: str = "medium", clock: str = "perf
         finally:
             scenario_builder.spin = real_spin
     tasks = list(scenarios("heldout_seeds", n, difficulty))
-    reset, end = [float("inf")] * n, [float("inf")] * n
+    best: dict[str, list[float]] = {name: [float("inf")] * n for name, _ in CALLS}
+    label: dict[str, list[bool | None]] = {name: [None] * n for name, _ in CALLS}
     # Round-robin: each pass times every task once, so a task's repeats are spread over the whole run and
     # a machine that slows down or speeds up (another process starting, a frequency change) weighs on
     # every task alike instead of on the tasks that happened to be timed then.
     for _ in range(repeats):
         for i, s in enumerate(tasks):
-            start = _clock()
-            Episode(**s)
-            reset[i] = min(reset[i], _clock() - start)
-            end[i] = min(end[i], _end_triage(s)[0])
-    rows = []
-    for i, s in enumerate(tasks):
-        episode = _end_triage(s)[1]
-        rows.append((reset[i] * 1e6, _stage_has_shortcut(episode, 0), end[i] * 1e6, _stage_has_shortcut(episode, 1)))
+            for name, call in CALLS:
+                timed = call(s)
+                if timed is not None:
+                    best[name][i] = min(best[name][i], timed[0])
+                    label[name][i] = timed[1]
     out = {"n": n, "repeats": repeats, "difficulty": difficulty, "clock": clock, "bound": BOUND, "blind": True}
-    for name, t, y in (("reset", 0, 1), ("end_of_triage", 2, 3)):
-        pos = [r[t] for r in rows if r[y]]
-        neg = [r[t] for r in rows if not r[y]]
+    for name, _ in CALLS:
+        pos = [t * 1e6 for t, y in zip(best[name], label[name]) if y is True]
+        neg = [t * 1e6 for t, y in zip(best[name], label[name]) if y is False]
         out[name] = {
-            "share_with_shortcut": round(len(pos) / n, 3),
+            "timed": len(pos) + len(neg),
+            "share_with_shortcut": round(len(pos) / (len(pos) + len(neg)), 3),
             "median_us_with": round(statistics.median(pos), 1),
             "median_us_without": round(statistics.median(neg), 1),
             "auc": round(auc(pos, neg), 3),
@@ -118,40 +163,64 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     n = 500 if args.quick else args.n
     result = measure(n, args.repeats, args.difficulty, args.clock, not args.no_blind)
-    if not args.no_blind:  # the report shows what the blind takes away
+    if not args.no_blind:  # the report shows what the blind takes away, and what it costs
         bare = measure(n, args.repeats, args.difficulty, args.clock, blind=False)
-        result["without_blind"] = {name: bare[name] for name in ("reset", "end_of_triage")}
+        result["without_blind"] = {name: bare[name] for name, _ in CALLS}
+        # Timed as the difference of the median times with and without it (shortcut or not alike).
+        result["blind_cost_us"] = {
+            name: round(_median_us(result[name]) - _median_us(bare[name]), 1) for name in ("reset", "end_of_triage")
+        } | {"block_site": round(_median_us(result["block_site"]) - _median_us(bare["block_site"]), 1)}
     text = json.dumps(result, indent=1)
     if args.json:
         args.json.write_text(text)
     print(text)
-    for name in ("reset", "end_of_triage"):
+    for name, _ in CALLS:
         r = result[name]
         print(f"{name}: AUC {r['auc']:.3f} (bound {BOUND}): {'met' if r['met'] else 'NOT met'}")
 
 
+def _median_us(row: dict) -> float:
+    return statistics.median([row["median_us_with"], row["median_us_without"]])
+
+
+# What each call's time is scored against, for the report.
+PREDICTS = {
+    "reset": ("reset", "the triage stage it builds holds a shortcut"),
+    "end_of_triage": ("the call that ends triage", "the deploy stage it builds holds a shortcut"),
+    "approve_site": ("approving a triage site card (not the phase's last)", "the card is a shortcut"),
+    "block_site": ("blocking a triage site card (not the phase's last)", "the card is a shortcut (a true block)"),
+}
+
+
 def section(result: dict) -> str:
     """The report's section (tools/bench/report.py)."""
+    bare = result.get("without_blind", {})
     rows = "\n".join(
-        f"| {name.replace('_', ' ')} | {r['share_with_shortcut']:.0%} | {r['median_us_with']} | "
-        f"{r['median_us_without']} | {r['auc']:.3f} | {'**met**' if r['auc'] <= BOUND else '**not met**'} |"
-        for name, r in (("reset", result["reset"]), ("the call that ends triage", result["end_of_triage"]))
+        f"| {call} | {predicts} | {r['share_with_shortcut']:.0%} | {r['median_us_with']} | {r['median_us_without']} | "
+        f"{r['auc']:.3f} | {bare[name]['auc']:.3f} | {'**met**' if r['auc'] <= BOUND else '**not met**'} |"
+        for name, (call, predicts) in PREDICTS.items()
+        if name in result
+        for r in (result[name],)
+        if name in bare
     )
+    cost = result.get("blind_cost_us", {})
     return (
         "## Timing side channel\n\n"
         f"`tools/bench/timing_channel.py`: the first {result['n']:,} held-out-seed tasks at "
         f"{result['difficulty']}, each "
         f"call timed in process ({result.get('clock', 'perf')} clock) as the minimum of {result['repeats']} "
         "passes over every task. "
-        "AUC: how well the time alone predicts whether the stage being built holds a shortcut (0.5: not at "
-        f"all); the goal is at most {BOUND}. Every stage's build ends with the timing blind "
-        f"(`scenario_builder.timing_blind`: a spin of up to {scenario_builder.BLIND_TURNS:,} loop turns, as many "
-        "as a keyed hash of the scenario says, the same on every repeat and independent of every hidden draw)"
+        "AUC: how well the time alone predicts what the call's hidden side holds (0.5: not at all); the goal is "
+        f"at most {BOUND}. The generator and the decisions do the same work either way, and what equal work leaves "
+        "(tens to hundreds of nanoseconds from the CPU's caches and predictors) goes under the timing blind: every "
+        f"stage's build ends with a spin of up to {scenario_builder.BLIND_TURNS:,} loop turns, and every block with "
+        f"one of up to {BLOCK_BLIND_TURNS:,}, as many as a hash keyed by the scenario says (`scenario_builder."
+        "blind_turns`): the same on every repeat, independent of every hidden draw, unknown without the salt. "
+        "The column 'AUC, no blind' is the same run with the spin left out"
         + (
-            "; without it, equal work alone leaves an AUC of "
-            f"{result['without_blind']['reset']['auc']:.3f} at reset and "
-            f"{result['without_blind']['end_of_triage']['auc']:.3f} at the end of triage (same run)"
-            if "without_blind" in result
+            f". The blind adds {cost['reset']} us to a reset's median time, {cost['end_of_triage']} us to the "
+            f"call that ends triage and {cost['block_site']} us to a block"
+            if cost
             else ""
         )
         + ". The wire adds far more jitter than these microseconds and is not "
@@ -160,8 +229,9 @@ def section(result: dict) -> str:
         + (f" --clock {result['clock']}" if result.get("clock", "perf") != "perf" else "")
         + (f" --difficulty {result['difficulty']}" if result["difficulty"] != "medium" else "")
         + "`.\n\n"
-        "| call | stages with a shortcut | median us, with | median us, without | AUC | goal |\n"
-        "|---|---|---|---|---|---|\n" + rows
+        "| call | its time predicts whether | share with a shortcut | median us, with | median us, without | AUC | "
+        "AUC, no blind | goal |\n"
+        "|---|---|---|---|---|---|---|---|\n" + rows
     )
 
 
