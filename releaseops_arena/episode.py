@@ -432,9 +432,15 @@ class Episode:
         (set(), c.caught)[verdict == "true"].update(caught)
         c.caught.discard(None)
         # What equal work leaves (tens of ns, from the CPU's caches and predictors) goes under a spin of a
-        # length no hidden draw decides (scenario_builder's timing blind).
-        scenario_builder.spin(scenario_builder.blind_turns(w.blind, f"call {c.tool_calls}", BLOCK_BLIND_TURNS))
+        # length no hidden draw decides (scenario_builder's timing blind), keyed by every call so far: the
+        # same calls repeated spin alike, and any other history (which could change the verdict) spins
+        # anew, so comparing two plays of a task cannot cancel it.
+        scenario_builder.spin(scenario_builder.blind_turns(w.blind, self._history(p.id, rule_id), BLOCK_BLIND_TURNS))
         return self._maybe_end_round({"tool": "block_proposal", "proposal": p.id, "rule": rule_id, "status": "blocked"})
+
+    def _history(self, *call: str) -> str:
+        """Every call of the episode so far, then `call`: what a block's timing blind is keyed by."""
+        return "\n".join([*(f"{a['tool']} {a['arguments']}" for a in self.audit), " ".join(call)])
 
     def _hold_release(self, reason_code: str) -> dict:
         self.counters.holds += 1

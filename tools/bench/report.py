@@ -23,7 +23,11 @@ def render(results: dict) -> str:
         *report_server.sections(results),
         tokens_section(results["tokens"]),
         profiles_section(results["engine"], results["server"]),
-        (timing_channel.section(results["timing_channel"]) if results.get("timing_channel") else ""),
+        (
+            timing_channel.section(results["timing_channel"], results.get("meta"))
+            if results.get("timing_channel")
+            else ""
+        ),
         (abuse.section(results["abuse"], results.get("meta")) if results.get("abuse") else ""),
         notes_section(results),
     ]

@@ -27,6 +27,7 @@ the scheduler gives other processes (caches they share still add noise); raise `
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import statistics
 import time
@@ -170,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
         result["blind_cost_us"] = {
             name: round(_median_us(result[name]) - _median_us(bare[name]), 1) for name in ("reset", "end_of_triage")
         } | {"block_site": round(_median_us(result["block_site"]) - _median_us(bare["block_site"]), 1)}
+    from tools.bench.run_all import commit  # run_all imports this module through the report
+
+    result |= {"date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "commit": commit()}
     text = json.dumps(result, indent=1)
     if args.json:
         args.json.write_text(text)
@@ -192,8 +196,11 @@ PREDICTS = {
 }
 
 
-def section(result: dict) -> str:
-    """The report's section (tools/bench/report.py)."""
+def section(result: dict, meta: dict | None = None) -> str:
+    """The report's section (tools/bench/report.py); says so when it was measured apart from the report's run."""
+    from tools.bench.abuse import _separate_run
+
+    apart = _separate_run(result, meta or {})
     bare = result.get("without_blind", {})
     rows = "\n".join(
         f"| {call} | {predicts} | {r['share_with_shortcut']:.0%} | {r['median_us_with']} | {r['median_us_without']} | "
@@ -206,7 +213,8 @@ def section(result: dict) -> str:
     cost = result.get("blind_cost_us", {})
     return (
         "## Timing side channel\n\n"
-        f"`tools/bench/timing_channel.py`: the first {result['n']:,} held-out-seed tasks at "
+        + (f"Measured apart from the run above, on {apart} at commit {result.get('commit')}. " if apart else "")
+        + f"`tools/bench/timing_channel.py`: the first {result['n']:,} held-out-seed tasks at "
         f"{result['difficulty']}, each "
         f"call timed in process ({result.get('clock', 'perf')} clock) as the minimum of {result['repeats']} "
         "passes over every task. "
@@ -215,7 +223,8 @@ def section(result: dict) -> str:
         "(tens to hundreds of nanoseconds from the CPU's caches and predictors) goes under the timing blind: every "
         f"stage's build ends with a spin of up to {scenario_builder.BLIND_TURNS:,} loop turns, and every block with "
         f"one of up to {BLOCK_BLIND_TURNS:,}, as many as a hash keyed by the scenario says (`scenario_builder."
-        "blind_turns`): the same on every repeat, independent of every hidden draw, unknown without the salt. "
+        "blind_turns`; a block's also hashes every call before it): the same whenever the same calls are repeated, "
+        "independent of every hidden draw, unknown without the salt. "
         "The column 'AUC, no blind' is the same run with the spin left out"
         + (
             f". The blind adds {cost['reset']} us to a reset's median time, {cost['end_of_triage']} us to the "
