@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
@@ -194,3 +195,26 @@ def bench_server(
         log_path=log_path,
     ) as served:
         yield served
+
+
+# What the numbers depend on: the served code and the benchmark itself.
+MEASURED_PATHS = ("releaseops_arena", "server", "client", "tools/bench", "pyproject.toml")
+
+
+def commit() -> str | None:
+    """The commit measured, and whether the measured code had uncommitted changes (None outside git)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--", *MEASURED_PATHS],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    changed = [line for line in changed if not line[3:].startswith("tools/bench/last_run/")]
+    return head + (f" with uncommitted changes to {len(changed)} measured files" if changed else "")

@@ -22,34 +22,11 @@ import time
 from pathlib import Path
 
 from tools.bench import readme, report
-from tools.bench.common import REPO_ROOT, machine
+from tools.bench.common import REPO_ROOT, commit, machine
 
 LAST_RUN = REPO_ROOT / "tools" / "bench" / "last_run"
 # The page that holds the generated performance block (between the markers of tools/bench/readme.py).
 BLOCK_PAGE = REPO_ROOT / "docs" / "deployment.md"
-
-
-# What the numbers depend on: the served code and the benchmark itself.
-MEASURED_PATHS = ("releaseops_arena", "server", "client", "tools/bench", "pyproject.toml")
-
-
-def commit() -> str | None:
-    """The commit measured, and whether the measured code had uncommitted changes (None outside git)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", *MEASURED_PATHS],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.splitlines()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    changed = [line for line in changed if not line[3:].startswith("tools/bench/last_run/")]
-    return head + (f" with uncommitted changes to {len(changed)} measured files" if changed else "")
 
 
 def measure(json_dir: Path, quick: bool) -> None:

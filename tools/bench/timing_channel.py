@@ -39,6 +39,7 @@ from releaseops_arena.mechanisms import REGISTRY
 from releaseops_arena.safety_rules import relevant_rules
 from releaseops_arena.scenario_builder import mechanism_of
 from releaseops_arena.splits import scenarios
+from tools.bench.common import commit
 
 BOUND = 0.55  # the most AUC a timed call may show
 CLOCKS = {"perf": time.perf_counter, "thread": time.thread_time}
@@ -171,8 +172,6 @@ def main(argv: list[str] | None = None) -> None:
         result["blind_cost_us"] = {
             name: round(_median_us(result[name]) - _median_us(bare[name]), 1) for name in ("reset", "end_of_triage")
         } | {"block_site": round(_median_us(result["block_site"]) - _median_us(bare["block_site"]), 1)}
-    from tools.bench.run_all import commit  # run_all imports this module through the report
-
     result |= {"date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "commit": commit()}
     text = json.dumps(result, indent=1)
     if args.json:
