@@ -13,6 +13,7 @@ import pytest
 
 from releaseops_arena import draws, scenario_builder
 from releaseops_arena.catalog import DIFFICULTIES
+from releaseops_arena.episode import Episode
 from releaseops_arena.mechanisms import REGISTRY, evidence_for
 from releaseops_arena.world import World
 
@@ -186,23 +187,17 @@ def test_the_blind_says_nothing_about_whether_a_stage_holds_a_shortcut(monkeypat
 # engine's, they must leave every episode in the same state.
 
 
-def _plain_approve(self, proposal_id):
-    from releaseops_arena.safety_rules import violated_at_ship
+_ENGINE_APPROVE = Episode._approve_proposal  # taken before any test swaps the handlers
 
+
+def _plain_approve(self, proposal_id):
     w, p = self.world, self._active(proposal_id)
     t = p.truth
+    if t.ships:  # the ship's approval was not rewritten: the engine's own
+        return _ENGINE_APPROVE(self, proposal_id)
     p.card.status = "approved"
     self.counters.approvals += 1
     result = {"tool": "approve_proposal", "proposal": p.id, "status": "approved"}
-    if t.ships:
-        w.round += 1
-        self.rules_violated = violated_at_ship(w)
-        outcome = "unsafe_ship" if self.rules_violated else "safe_ship"
-        self._pending_reward += self._finish(outcome, outcome)
-        result["outcome"] = outcome
-        if self.rules_violated:
-            result["rules_violated"] = self.rules_violated
-        return result
     if t.introduces and t.violation:
         w.violations[t.violation].open = True
     if t.fixes and t.fixes in w.violations:
