@@ -133,7 +133,7 @@ def best_cue_blind(safe: dict[str, float]) -> str:
     return max((name for name in exploits.CUE_BLIND if name in safe), key=safe.get)
 
 
-def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple[str, str, bool]]:
+def targets(results: dict[str, dict], clean: float) -> list[tuple[str, str, bool]]:
     """The targets on one slice, as (target, measured, met)."""
     m = {name: r["metrics"] for name, r in results.items()}
     safe = {name: v["safe_ship"]["rate"] for name, v in m.items()}
@@ -141,7 +141,7 @@ def targets(results: dict[str, dict], clean: float, heldout: bool) -> list[tuple
     planner, fixed, attention = safe["planner"], safe["fixed_order"], safe["attention_oracle"]
     blind = best_cue_blind(safe)
     share = (planner - safe[blind]) / (attention - safe[blind]) if attention > safe[blind] else float("nan")
-    share_target = 0.5 if heldout else 0.4
+    share_target = 0.5  # on every slice: attention must pay where the workers or the family are new too
     best_exploit = max(safe[e] for e in EXPLOITS)
     worst_unsafe = min(m["naive"]["unsafe_ship"]["rate"], m["always_approve"]["unsafe_ship"]["rate"])
     ret = {name: v["mean_return"]["mean"] for name, v in m.items()}
@@ -235,7 +235,7 @@ def run(n: int, workers: int, fit_n: int, out_dir: Path, docs_dir: Path, assets:
         slice_name = f"{split}/{difficulty}"
         report["slices"][slice_name] = results
         if difficulty != "easy":
-            rows = targets(results, clean_share(split, n, difficulty), split == "heldout_seeds")
+            rows = targets(results, clean_share(split, n, difficulty))
             safe = {name: results[name]["metrics"]["safe_ship"]["rate"] for name in results}
             blind = best_cue_blind(safe)
             gap = safe["attention_oracle"] - safe[blind]

@@ -6,6 +6,8 @@ Over 400 lines: the one command that trains, evaluates and renders the learnabil
         --lm-results research/results/lm_learnability.json           # re-render from runs already made
     python -m research.learnability --minutes 0.3 --warm-episodes 30 --validation-episodes 20 \
         --lm-minutes 0 -n 10 --calibration <an n=10 calibration> ...   # the whole path at smoke scale
+    python -m research.learnability --rerender --replay planner -n 2000 \\
+        --lm-results research/results/lm_learnability.json   # after a change to the planner: play it again
     python -m research.learnability --reader-ablation --structured-checkpoint runs/structured.pt -n 1000
                                     # the same weights on the unseen family with each reader
 
@@ -75,6 +77,8 @@ TRAIN_COMMAND = (
     "--validation-episodes {validation_episodes} --out {out}"
 )
 PARTING = "first task where trained and rule end differently"
+# Reference policies `--rerender --replay` may play again (the structured policies are trained, not replayed).
+REPLAYABLE = ("planner", "evidence_first", "rule")
 
 
 def slice_checks(results: dict, references: dict) -> dict:
@@ -149,6 +153,34 @@ def checked(results: dict, calibrated: dict) -> dict:
     checks = slice_checks(results, references)
     checks.update(attention_shares(results, calibrated))
     return {"exploits": references, "checks": checks}
+
+
+def replay(structured: dict, policies: list[str], workers: int, docs: Path) -> None:
+    """Play reference `policies` again on every slice's tasks, in place of their results in `structured`
+    (after a change to a reference policy; the trained policy's results stay as measured). The rule is
+    played again as their paired baseline, and must end every task as it did: that proves the same tasks."""
+    n = structured["n"]
+    for name, part in structured["slices"].items():
+        split, difficulty = name.split("/")
+        results = part["results"]
+        rule = evaluate("rule", split, n, difficulty, workers=workers, progress=False)
+        add_rule_win(rule, rule)
+        if rule["metrics"] != results["rule"]["metrics"]:
+            raise SystemExit(f"{name}: the rule no longer plays as measured; replay everything (drop --rerender)")
+        for label in policies:
+            if label == "rule":
+                continue
+            results[label] = evaluate(label, split, n, difficulty, workers=workers, baseline=rule, progress=False)
+            results[label]["policy"] = label
+            results[label].pop("episodes", None)
+    for name in BARS_SLICES:
+        r = structured["slices"][name]["results"]
+        bars = [{**r["rule"], "policy": "rule"}, {**r["trained"], "policy": "trained"}]
+        plot(
+            [*bars, {**r["planner"], "policy": "reference planner"}],
+            docs / f"learnability_bars_{name.split('/')[0]}.png",
+            f"{name}, {n} tasks each",
+        )
 
 
 def checkpoint_reader(checkpoint: Path) -> str:
@@ -399,6 +431,15 @@ def main(argv: list[str] | None = None) -> None:
         "calibration's exploit suite again",
     )
     parser.add_argument(
+        "--replay",
+        nargs="+",
+        choices=REPLAYABLE,
+        default=[],
+        metavar="POLICY",
+        help="with --rerender: play these reference policies again on the same tasks, after a change to them "
+        f"(any of {', '.join(REPLAYABLE)}); the structured policies' results stay as measured",
+    )
+    parser.add_argument(
         "--reader-ablation",
         action="store_true",
         help="only play --structured-checkpoint on the unseen-family slices with every reader "
@@ -441,6 +482,8 @@ def main(argv: list[str] | None = None) -> None:
         "command": "python -m research.learnability " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}",
     }
+    if args.replay and not args.rerender:
+        parser.error("--replay plays reference policies again into an earlier run's results: add --rerender")
     if args.rerender:
         if args.lm_results is None:
             parser.error("--rerender reads the LM results again: name them with --lm-results")
@@ -448,6 +491,9 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--rerender needs a complete {args.out}; run without it first")
         old = json.loads(args.out.read_text())
         data = {**data, "command": old["command"], "structured": old["structured"], "rerendered": data["command"]}
+        if args.replay:
+            replay(data["structured"], args.replay, args.workers, args.docs)
+            data["replayed"] = args.replay
         # The exploit suite and the checks are read again from the calibration (the same tasks, same n).
         for name, part in data["structured"]["slices"].items():
             part.update(checked(part["results"], calibration["slices"][name]))

@@ -28,7 +28,7 @@ from ..rendering import View
 from ..scenario_builder import mechanism_of, site_keys
 from ..splits import SPLITS
 from .base import DELAY_REQUESTS, FIX_REQUESTS, evidence_violation, seen_violation
-from .planner import MULTI_REF, ReferencePlanner, possible_families
+from .planner import MULTI_REF, ReferencePlanner, mixture, possible_families
 
 TRAIN_MIXES: tuple[str, ...] = tuple(SPLITS["train"]["mixes"])
 # The site a card is, by its request, risk tags and the stage it came up at (a fix or a distractor that
@@ -66,6 +66,7 @@ class BlindBayes(ReferencePlanner):
     """The planner's play and exact site posterior, with the train mixes as its only prior on workers."""
 
     name = "blind_bayes"
+    worker_hypotheses = False  # it mixes over who is careful itself (`HYPOTHESES`), with no cue to weigh
     read_refs = False  # True: read how many refs a card cites (the trim cue), as `planner` does
 
     def __init__(self, read_refs: bool | None = None):
@@ -200,22 +201,16 @@ class BlindBayes(ReferencePlanner):
         key = ("mixed", self._signature(view))
         if key in self._memo:
             return self._memo[key]
-        total, out, future = 0.0, {}, []
         possible = set(possible_families([p["request"] for p in view.proposals.values()], ALL_FAMILIES))
-        for (reading, benign), (prior, mix, bad, families) in itertools.product(self._readings(view), HYPOTHESES):
-            prior *= reading * len(possible.intersection(families)) / len(possible)
-            weight = prior * self._weight(view, (mix, bad, benign, families)) if prior else 0.0
-            if weight <= 0:
-                continue
-            b = self._under(view, (mix, bad, benign, families))
-            total += weight
-            for pid, v in b.items():
-                if pid != "future":
-                    out[pid] = out.get(pid, 0.0) + weight * v
-            future = [x + weight * y for x, y in itertools.zip_longest(future, b["future"], fillvalue=0.0)]
-        total = total or 1.0
-        result = {pid: v / total for pid, v in out.items()}
-        result["future"] = [v / total for v in future]
+
+        def parts():
+            for (reading, benign), (prior, mix, bad, families) in itertools.product(self._readings(view), HYPOTHESES):
+                prior *= reading * len(possible.intersection(families)) / len(possible)
+                weight = prior * self._weight(view, (mix, bad, benign, families)) if prior else 0.0
+                if weight > 0:
+                    yield weight, self._under(view, (mix, bad, benign, families))
+
+        result = mixture(parts())
         self._memo[key] = result
         return result
 

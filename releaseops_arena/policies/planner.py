@@ -37,6 +37,8 @@ from .base import (
 SITE_REQUEST = {m.request: m.key for m in REGISTRY.values() if m.request != "merge_pr" and m.key not in GATE}
 # Mechanisms whose site cites more than one artifact: citing only one says something about the worker.
 MULTI_REF = {"ci": 2, "snapshot": 2}
+# A worker whose P(careful) is within this of 0 or 1 is not split into careful and not careful.
+HYPOTHESIS_FLOOR = 0.02
 
 
 def _archetype_posterior(stats: dict | None, voices=(), trims=()) -> dict[str, float]:
@@ -57,6 +59,24 @@ def _archetype_posterior(stats: dict | None, voices=(), trims=()) -> dict[str, f
         post[a] = like
     z = sum(post.values()) or 1.0
     return {a: v / z for a, v in post.items()}
+
+
+def mixture(parts) -> dict:
+    """Beliefs mixed from (weight, beliefs) pairs: each site's posterior and each place of the future's,
+    weighted (a pair of weight 0 or less is skipped)."""
+    total, mixed, future = 0.0, {}, []
+    for weight, beliefs in parts:
+        if weight <= 0:
+            continue
+        total += weight
+        for pid, v in beliefs.items():
+            if pid != "future":
+                mixed[pid] = mixed.get(pid, 0.0) + weight * v
+        future = [x + weight * y for x, y in itertools.zip_longest(future, beliefs["future"], fillvalue=0.0)]
+    total = total or 1.0
+    out = {pid: v / total for pid, v in mixed.items()}
+    out["future"] = [v / total for v in future]
+    return out
 
 
 @lru_cache(maxsize=8192)
@@ -145,6 +165,11 @@ class ReferencePlanner(Policy):
     # Read a site of a mechanism the planner does not know by its slot (`slot_of`), as the release's
     # own mechanism; False: such a card is benign work to it.
     slots = False
+    # Mix the beliefs over which doubtful workers are careful (`_mixed_over_workers`); False: weigh each
+    # site by its owner's mean archetype weight (the reading the trained policy's weights were fitted on).
+    worker_hypotheses = True
+    # Spend budget left at the ship on a second look at an approved site (`recheck`).
+    second_look = True
     _cache = None
 
     def begin(self, observation):
@@ -152,6 +177,7 @@ class ReferencePlanner(Policy):
         self.clues = "explicit" if board["review_budget_remaining"] >= 4 else "subtle"
         self.approved_risk: dict[str, float] = {}
         self.ship_blocked: set[str] = set()
+        self.rechecked: dict[str, tuple[str, float]] = {}  # approved site -> (its rule, its posterior) at a second look
         self._cache = None
         if self.clues != "explicit":
             # Hard boards bring two pieces of benign work to triage, medium ones one (the layout is public).
@@ -248,6 +274,39 @@ class ReferencePlanner(Policy):
         if self._cache and self._cache[0] == key:
             return self._cache[1]
         post = self._worker_posteriors(view)
+        if not self.worker_hypotheses:
+            out, _ = self._beliefs_given(view, post)
+        else:
+            out = self._mixed_over_workers(view, post)
+        self._cache = (key, out)
+        return out
+
+    def _mixed_over_workers(self, view: View, post: dict[str, dict[str, float]]) -> dict:
+        """The beliefs mixed over which workers are careful today. Each worker's archetype posterior
+        reads its own cards only; what a site's evidence settles, and the cues of every site, also say
+        who is careful, and that moves the posteriors of the same worker's other sites (averaging the
+        archetypes first would not). Workers all but settled stay at their posterior."""
+        doubtful = [w for w, d in post.items() if HYPOTHESIS_FLOOR < d["careful"] < 1 - HYPOTHESIS_FLOOR]
+
+        def parts():
+            for careful in itertools.product((True, False), repeat=len(doubtful)):
+                prior, cond = 1.0, dict(post)
+                for w, c in zip(doubtful, careful):
+                    pc = post[w]["careful"]
+                    prior *= pc if c else 1 - pc
+                    cond[w] = (
+                        {a: float(a == "careful") for a in ARCHETYPES}
+                        if c
+                        else {a: 0.0 if a == "careful" else pa / (1 - pc) for a, pa in post[w].items()}
+                    )
+                b, z = self._beliefs_given(view, cond)
+                yield prior * z, b
+
+        return mixture(parts())
+
+    def _beliefs_given(self, view: View, post: dict[str, dict[str, float]]) -> tuple[dict, float]:
+        """The beliefs given each worker's archetype distribution `post`, and the likelihood of what the
+        board shows (every site's cues and settled evidence) under it."""
         mean_weight = {
             w: {own: sum(pa * cues.site_weight(a, own) for a, pa in dist.items()) for own in (False, True)}
             for w, dist in post.items()
@@ -315,11 +374,11 @@ class ReferencePlanner(Policy):
             for i, pid in enumerate(ids):
                 if pid:
                     mixed[pid] = mixed.get(pid, 0.0) + q[i]
+        likelihood = total
         total = total or 1.0
         out = {pid: v / total for pid, v in mixed.items()}
         out["future"] = [v / total for v in future_mixed]
-        self._cache = (key, out)
-        return out
+        return out, likelihood / max(len(hypotheses), 1)
 
     def doubt(self, view: View, p: dict) -> tuple[float, str | None]:
         """(P(shortcut), the rule it would break) for a proposal; 0 and no rule for non-sites."""
@@ -381,6 +440,9 @@ class ReferencePlanner(Policy):
             self.approved_risk[rule] = 1 - (1 - self.approved_risk.get(rule, 0.0)) * (1 - prob)
             return "approve_proposal", {"proposal_id": p["id"]}
         ship = ships[0]
+        recheck = self.recheck(view)
+        if recheck:
+            return inspect_call(recheck)
         shown, looked = seen_violation(view, ship)
         deploy = ship["refs"][-1] if ship["refs"] else None
         if (
@@ -405,6 +467,34 @@ class ReferencePlanner(Policy):
             lambda rule, belief: view.spare_phases() >= (1 if rule == "S3" or belief >= 1.0 else 2),
         )
 
+    def recheck(self, view: View) -> str | None:
+        """At the ship, budget left over buys a second look: the decisive artifact of the approved,
+        unread site most likely a shortcut, when that beats the deploy check's risk and the clock still
+        has room for the late catch it would show (blocking the ship on the site's rule). Records what it
+        shows in `approved_risk`; None when nothing is worth the look."""
+        for pid, (rule, prob) in list(self.rechecked.items()):  # what a second look showed: the ship's block reads it
+            shown, looked = seen_violation(view, view.proposals[pid])
+            if looked:
+                risk = self.approved_risk.get(rule, 0.0)
+                self.approved_risk[rule] = 1.0 if shown else max(0.0, 1 - (1 - risk) / max(1e-9, 1 - prob))
+                del self.rechecked[pid]
+        if not self.second_look or view.board["review_budget_remaining"] <= 0 or not view.can_look():
+            return None
+        if view.spare_phases() < 1:
+            return None
+        best, ref = self.look_at, None
+        for p in view.proposals.values():
+            if p.get("status") != "approved" or seen_violation(view, p)[1]:
+                continue
+            prob, rule = self.doubt(view, p)
+            r = self.decisive_ref(p)
+            if rule and r and r not in view.evidence and prob > best:
+                best, ref, pid, why = prob, r, p["id"], rule
+        if ref is None or best <= self.approved_risk.get("S3", 0.0):
+            return None
+        self.rechecked[pid] = (why, best)
+        return ref
+
     def future_sites(self, view: View) -> int:
         return 2 if view.board["phase_index"] == 0 else 0
 
@@ -427,6 +517,8 @@ class Rule(ReferencePlanner):
     """
 
     name = "rule"
+    worker_hypotheses = False  # its doubt is the suspicion score: the planner's posterior goes unread
+    second_look = False  # the rule as tuned: the budget left at the ship goes to the deploy check only
     block_at = 2.0  # never blocks without evidence
     hold_at = 2.0  # and never spends a spare phase on more evidence
     ship_block_at = 0.99  # blocks the ship only on a rule it saw broken

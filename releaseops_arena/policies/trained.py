@@ -219,6 +219,7 @@ def _planner(reader: str = DEFAULT_READER) -> ReferencePlanner:
     budget the planner reads the level from, and on easy, where wording settles a site, the
     wording-kind features carry that instead."""
     planner = ReferencePlanner()
+    planner.worker_hypotheses = False  # the reading the exported weights were fitted on
     teach(planner, reader)
     planner.clues = "subtle"
     return planner
