@@ -66,15 +66,20 @@ def evidence_ablation(checkpoint: Path, n: int) -> dict:
         "planner": "planner",
         "trained": f"structured:{checkpoint}",
     }
-    out: dict = {}
-    for difficulty in ("medium", "hard"):
-        rows = out[f"unseen_family/{difficulty}"] = {label: {} for label in policies}
-        for reader in READERS:
-            with evidence_reader(reader):
-                for label, name in policies.items():
-                    m = evaluate(name, "unseen_family", n, difficulty, workers=1, progress=False)["metrics"]
-                    rows[label][reader] = {"safe_ship": m["safe_ship"], "mean_return": m["mean_return"]}
-    return out
+    return {
+        f"unseen_family/{difficulty}": {label: ablation_row(name, difficulty, n) for label, name in policies.items()}
+        for difficulty in ("medium", "hard")
+    }
+
+
+def ablation_row(policy_name: str, difficulty: str, n: int) -> dict:
+    """One policy on the first `n` unseen-family tasks at `difficulty`: {reader: {safe_ship, mean_return}}."""
+    row = {}
+    for reader in READERS:
+        with evidence_reader(reader):
+            m = evaluate(policy_name, "unseen_family", n, difficulty, workers=1, progress=False)["metrics"]
+        row[reader] = {"safe_ship": m["safe_ship"], "mean_return": m["mean_return"]}
+    return row
 
 
 def main(argv: list[str] | None = None) -> None:

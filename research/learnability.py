@@ -50,7 +50,7 @@ from releaseops_arena.policies.trained import READERS  # noqa: E402
 from releaseops_arena.splits import EVALUATION_SPLITS, task_scenario  # noqa: E402
 from training.evaluate import add_rule_win, evaluate  # noqa: E402
 
-from .evidence_ablation import evidence_ablation  # noqa: E402
+from .evidence_ablation import ablation_row, evidence_ablation  # noqa: E402
 from .learnability_report import BARS_SLICES, COMPARED, ablation_lines, above, report, value  # noqa: E402
 from .make_demo import build as build_demo  # noqa: E402
 from .plot_metrics import plot  # noqa: E402
@@ -156,9 +156,10 @@ def checked(results: dict, calibrated: dict) -> dict:
 
 
 def replay(structured: dict, policies: list[str], workers: int, docs: Path) -> None:
-    """Play reference `policies` again on every slice's tasks, in place of their results in `structured`
-    (after a change to a reference policy; the trained policy's results stay as measured). The rule is
-    played again as their paired baseline, and must end every task as it did: that proves the same tasks."""
+    """Play reference `policies` again on every slice's tasks and in the evidence ablation, in place of their
+    results in `structured` (after a change to a reference policy; the trained policy's results stay as
+    measured). The rule is played again as their paired baseline, and must end every task as it did: that
+    proves the same tasks."""
     n = structured["n"]
     for name, part in structured["slices"].items():
         split, difficulty = name.split("/")
@@ -173,6 +174,11 @@ def replay(structured: dict, policies: list[str], workers: int, docs: Path) -> N
             results[label] = evaluate(label, split, n, difficulty, workers=workers, baseline=rule, progress=False)
             results[label]["policy"] = label
             results[label].pop("episodes", None)
+    ablation = structured.get("evidence_ablation")
+    for name, rows in (ablation or {}).get("slices", {}).items():  # the evidence reader's worth, per policy
+        for label in policies:
+            if label != "rule" and label in rows:
+                rows[label] = ablation_row(label, name.split("/")[1], ablation["n"])
     for name in BARS_SLICES:
         r = structured["slices"][name]["results"]
         bars = [{**r["rule"], "policy": "rule"}, {**r["trained"], "policy": "trained"}]

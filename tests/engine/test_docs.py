@@ -253,3 +253,19 @@ def test_the_readme_results_come_from_the_results_files():
     assert "--difficulty medium" in text[text.index(readme_results.START) :]
     tampered = text.replace("| rule | a hand-written suspicion score | ", "| rule | a hand-written suspicion score | 9")
     assert readme_results.render(tampered, calibration, learnability) != tampered
+
+
+def test_the_evaluation_guides_attention_table_comes_from_the_calibration():
+    """The evaluation guide's attention table and its count of met targets are rendered from calibration.json:
+    a share typed by hand, or a calibration re-run without re-rendering, fails here."""
+    from research import readme_results
+
+    path = REPO_ROOT / readme_results.EVALUATION
+    text = path.read_text()
+    calibration = json.loads((REPO_ROOT / readme_results.CALIBRATION).read_text())
+    assert readme_results.render_evaluation(text, calibration) == text, "run: python -m research.readme_results"
+    block = text[text.index(readme_results.ATTENTION_START) : text.index(readme_results.ATTENTION_END)]
+    share = calibration["attention_share"]["unseen_mix/medium"]["planner_share"]
+    assert f"| {share:.2f} |" in block
+    tampered = text.replace("| unseen_mix/medium | ", "| unseen_mix/medium | 9")
+    assert readme_results.render_evaluation(tampered, calibration) != tampered

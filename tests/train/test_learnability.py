@@ -153,6 +153,27 @@ def test_the_report_renders_from_a_checkpoint_and_lm_results_without_training(ch
     assert again["structured"] == data["structured"] and again["command"] == data["command"]
     assert again["lm_curve"] and (docs / "learnability_lm_curve.png").stat().st_size > 1000
 
+    # After a change to the planner, --replay plays it again (slices and evidence ablation) and keeps the
+    # trained results; here a stale planner row stands in for the change.
+    rerender = ["--rerender", "--lm-results", str(tmp_path / "lm.json"), "-n", "4"]
+    rerender += ["--calibration", str(tmp_path / "cal.json"), "--docs", str(docs), "--out", str(out)]
+    stale = json.loads(out.read_text())
+    stale["structured"]["slices"]["unseen_mix/hard"]["results"]["planner"]["metrics"]["safe_ship"]["rate"] = 0.01
+    stale["structured"]["evidence_ablation"]["slices"]["unseen_family/hard"]["planner"] = {}
+    out.write_text(json.dumps(stale))
+    lb.main([*rerender, "--replay", "planner"])
+    replayed = json.loads(out.read_text())
+    assert replayed["structured"]["slices"] == data["structured"]["slices"]  # played again: as first measured
+    assert replayed["structured"]["evidence_ablation"] == data["structured"]["evidence_ablation"]
+    assert replayed["replayed"] == ["planner"]
+    # A rule that no longer plays as stored means other tasks or another engine: replay refuses.
+    stale["structured"]["slices"]["heldout_seeds/medium"]["results"]["rule"]["metrics"]["safe_ship"]["rate"] = 0.01
+    out.write_text(json.dumps(stale))
+    with pytest.raises(SystemExit, match="replay everything"):
+        lb.main([*rerender, "--replay", "planner"])
+    with pytest.raises(SystemExit):
+        lb.main(["--replay", "planner", "--lm-minutes", "0", "-n", "4", "--calibration", str(tmp_path / "cal.json")])
+
 
 def test_a_task_count_other_than_the_calibrations_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
