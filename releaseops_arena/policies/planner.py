@@ -177,7 +177,8 @@ class ReferencePlanner(Policy):
         self.clues = "explicit" if board["review_budget_remaining"] >= 4 else "subtle"
         self.approved_risk: dict[str, float] = {}
         self.ship_blocked: set[str] = set()
-        self.rechecked: dict[str, tuple[str, float]] = {}  # approved site -> (its rule, its posterior) at a second look
+        self.approved_at: dict[str, float] = {}  # site approved unread -> its posterior then (its share of the risk)
+        self.rechecked: dict[str, str] = {}  # approved site given a second look -> its rule
         self._cache = None
         if self.clues != "explicit":
             # Hard boards bring two pieces of benign work to triage, medium ones one (the layout is public).
@@ -438,6 +439,7 @@ class ReferencePlanner(Policy):
             if prob >= self.block_at and view.spare_phases() >= 1:
                 return "block_proposal", {"proposal_id": p["id"], "rule_id": rule}
             self.approved_risk[rule] = 1 - (1 - self.approved_risk.get(rule, 0.0)) * (1 - prob)
+            self.approved_at[p["id"]] = prob
             return "approve_proposal", {"proposal_id": p["id"]}
         ship = ships[0]
         recheck = self.recheck(view)
@@ -472,10 +474,11 @@ class ReferencePlanner(Policy):
         unread site most likely a shortcut, when that beats the deploy check's risk and the clock still
         has room for the late catch it would show (blocking the ship on the site's rule). Records what it
         shows in `approved_risk`; None when nothing is worth the look."""
-        for pid, (rule, prob) in list(self.rechecked.items()):  # what a second look showed: the ship's block reads it
+        for pid, rule in list(self.rechecked.items()):  # what a second look showed: the ship's block reads it
             shown, looked = seen_violation(view, view.proposals[pid])
             if looked:
-                risk = self.approved_risk.get(rule, 0.0)
+                # Shown: the rule is broken. Clean: the site's share of the risk, as added at its approval, goes.
+                risk, prob = self.approved_risk.get(rule, 0.0), self.approved_at.get(pid, 0.0)
                 self.approved_risk[rule] = 1.0 if shown else max(0.0, 1 - (1 - risk) / max(1e-9, 1 - prob))
                 del self.rechecked[pid]
         if not self.second_look or view.board["review_budget_remaining"] <= 0 or not view.can_look():
@@ -492,7 +495,7 @@ class ReferencePlanner(Policy):
                 best, ref, pid, why = prob, r, p["id"], rule
         if ref is None or best <= self.approved_risk.get("S3", 0.0):
             return None
-        self.rechecked[pid] = (why, best)
+        self.rechecked[pid] = why
         return ref
 
     def future_sites(self, view: View) -> int:

@@ -78,17 +78,30 @@ def test_without_evidence_the_mixture_stays_a_ranking_not_a_verdict():
         planner = ReferencePlanner()
         planner.begin(obs)
         beliefs = planner.beliefs(View(json.loads(obs)))
+        assert len(beliefs) >= 3 and len(beliefs["future"]) >= 1  # the triage sites and the ones still to come
         assert all(0.0 < v < 0.95 for k, v in beliefs.items() if k != "future")
         assert all(0.0 <= v <= 1.0 for v in beliefs["future"])
 
 
 class Logged(ReferencePlanner):
+    """The planner, with what each second look found and the risk it left behind."""
+
     def begin(self, observation):
         super().begin(observation)
         self.second_looks: list[str] = []
+        self.clean: list[tuple[float, float]] = []  # (the risk left, what the other approved sites carry)
 
     def recheck(self, view):
+        waiting = dict(self.rechecked)
         ref = super().recheck(view)
+        for pid, rule in waiting.items():
+            if pid not in self.rechecked and self.approved_risk[rule] < 1.0:  # read, and it showed nothing
+                others = [
+                    q
+                    for other, q in self.approved_at.items()
+                    if other != pid and self.doubt(view, view.proposals[other])[1] == rule
+                ]
+                self.clean.append((self.approved_risk[rule], 1 - math.prod(1 - q for q in others)))
         if ref:
             self.second_looks.append(ref)
         return ref
@@ -108,6 +121,17 @@ def test_a_second_look_at_the_ship_turns_an_unsafe_ship_safe(difficulty):
             saved += 1
             calls = [(s["tool"], s["arguments"]) for s in second["steps"]]
             looked = calls.index(next(c for c in calls if planner.second_looks[0] in c[1].values()))
-            # The look came after every site was approved, and the catch was the ship blocked on a code rule.
-            assert any(t == "block_proposal" and a["rule_id"] in ("S1", "S2") for t, a in calls[looked:]), calls
+            # The look came after every site was approved, and the catch was the ship blocked after it.
+            assert any(t == "block_proposal" for t, _ in calls[looked:]), calls
     assert saved >= 3, saved
+
+
+def test_a_clean_second_look_takes_away_only_that_sites_share_of_the_risk():
+    cleared = []
+    for scenario in scenarios("train", 300, "medium"):
+        planner = Logged()
+        play(planner, scenario)
+        cleared += planner.clean
+    assert len(cleared) >= 5, cleared
+    for left, others in cleared:  # what the other sites approved unread on the same rule still carry
+        assert left == pytest.approx(others, abs=1e-9)
