@@ -499,7 +499,9 @@ def main(argv: list[str] | None = None) -> None:
         data = {**data, "command": old["command"], "structured": old["structured"], "rerendered": data["command"]}
         if args.replay:
             replay(data["structured"], args.replay, args.workers, args.docs)
-            data["replayed"] = args.replay
+            data["replayed"], data["replayed_by"] = args.replay, data["rerendered"]
+        elif old.get("replayed"):  # the reference policies played again since the run, and the command that did
+            data["replayed"], data["replayed_by"] = old["replayed"], old["replayed_by"]
         # The exploit suite and the checks are read again from the calibration (the same tasks, same n).
         for name, part in data["structured"]["slices"].items():
             part.update(checked(part["results"], calibration["slices"][name]))
