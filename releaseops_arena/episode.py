@@ -393,6 +393,12 @@ class Episode:
         # No timing side channel: approving a shortcut opens its violation, approving anything else opens a
         # scratch one, with the same work (a branch here let an approval's time say which it was).
         (_SCRATCH, w.violations.get(t.violation, _SCRATCH))[t.introduces].open = True
+        return self._approved(t, result)
+
+    def _approved(self, t, result: dict) -> dict:
+        """What an approval (not the ship's) does besides opening its violation: the fix it carries, its
+        effect on the release, and the end of the phase if it was the last card."""
+        w = self.world
         if t.fixes and t.fixes in w.violations:
             w.violations[t.fixes].open = False
         if t.effect == "deploy_passed":

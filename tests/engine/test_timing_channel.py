@@ -200,16 +200,7 @@ def _plain_approve(self, proposal_id):
     result = {"tool": "approve_proposal", "proposal": p.id, "status": "approved"}
     if t.introduces and t.violation:
         w.violations[t.violation].open = True
-    if t.fixes and t.fixes in w.violations:
-        w.violations[t.fixes].open = False
-    if t.effect == "deploy_passed":
-        w.deploy_checks = "passed"
-        for v in w.violations.values():
-            if v.rule == "S3":
-                v.open = False
-    elif t.effect == "delay":
-        self._delay = True
-    return self._maybe_end_round(result)
+    return self._approved(t, result)  # the rest was not rewritten: the engine's own
 
 
 def _plain_block(self, proposal_id, rule_id):
