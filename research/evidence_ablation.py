@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -54,22 +55,33 @@ def evidence_reader(name: str):
             module.evidence_violation = _SHIPPED
 
 
-def evidence_ablation(checkpoint: Path, n: int) -> dict:
+def evidence_ablation(checkpoint: Path, n: int, workers: int = 1) -> dict:
     """{unseen_family/<difficulty>: {policy: {reader: {safe_ship, mean_return}}}} on the first `n` tasks.
-    One process (workers=1): the reader is swapped in this process's modules only."""
-    from .structured_policy import register
-
-    register()
+    The reader is swapped in one process's modules only, so each row is played whole in one process:
+    `workers` processes play rows side by side (the same numbers as one)."""
     policies = {
         "rule": "rule",
         "evidence_first": "evidence_first",
         "planner": "planner",
         "trained": f"structured:{checkpoint}",
     }
+    jobs = [(name, difficulty, n) for difficulty in ("medium", "hard") for name in policies.values()]
+    if workers > 1:
+        with mp.get_context("spawn").Pool(workers) as pool:  # spawn: torch may be loaded here (see evaluate)
+            rows = pool.starmap(_registered_row, jobs, chunksize=1)
+    else:
+        rows = [_registered_row(*job) for job in jobs]
+    rows = iter(rows)
     return {
-        f"unseen_family/{difficulty}": {label: ablation_row(name, difficulty, n) for label, name in policies.items()}
-        for difficulty in ("medium", "hard")
+        f"unseen_family/{difficulty}": {label: next(rows) for label in policies} for difficulty in ("medium", "hard")
     }
+
+
+def _registered_row(policy_name: str, difficulty: str, n: int) -> dict:
+    from .structured_policy import register
+
+    register()  # a spawned process knows `structured:` checkpoints once registered
+    return ablation_row(policy_name, difficulty, n)
 
 
 def ablation_row(policy_name: str, difficulty: str, n: int) -> dict:
@@ -86,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--structured-checkpoint", type=Path, required=True)
     parser.add_argument("-n", type=int, default=1000, help="unseen-family tasks per difficulty")
+    parser.add_argument("--workers", type=int, default=1, help="processes, each playing whole rows")
     parser.add_argument(
         "--into",
         type=Path,
@@ -98,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "n": args.n,
         "checkpoint": str(args.structured_checkpoint),
-        "slices": evidence_ablation(args.structured_checkpoint, args.n),
+        "slices": evidence_ablation(args.structured_checkpoint, args.n, args.workers),
     }
     if args.into is not None:
         data = json.loads(args.into.read_text())

@@ -312,7 +312,7 @@ def structured_part(checkpoint: Path, n: int, search: int, workers: int, docs: P
     )
     slices = evaluate_slices(checkpoint, n, workers, calibration)
     ablation = reader_ablation(checkpoint, n, workers)
-    evidence = {"n": n, "checkpoint": str(checkpoint), "slices": evidence_ablation(checkpoint, n)}
+    evidence = {"n": n, "checkpoint": str(checkpoint), "slices": evidence_ablation(checkpoint, n, workers)}
     for name in BARS_SLICES:
         r = slices[name]["results"]
         bars = [

@@ -255,13 +255,11 @@ def policy_loss(
 def teach(expert: Policy, reader: str) -> Policy:
     """Narrow a planner-like expert's knowledge of the generator to the reader's families and wordings.
     With every family known, the planner weighs the held-out families' sites on train boards too, and
-    a clone of it would learn that caution from families it must not know. It also plays only what the
-    student can imitate: the student's features carry the mean-weight posterior (`trained._planner`), and
-    a second look at an approved site is none of its candidate calls."""
+    a clone of it would learn that caution from families it must not know. It keeps its two readings:
+    the student's features carry the posterior mixed over who is careful (`trained._planner`), and a
+    second look at an approved site is among its candidate calls (`trained.second_looks`)."""
     if isinstance(expert, ReferencePlanner):
         teach_reader(expert, reader)
-        expert.worker_hypotheses = False
-        expert.second_look = False
     return expert
 
 

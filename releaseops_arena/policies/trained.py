@@ -3,7 +3,8 @@ Over 400 lines: the features must match the trainer's bit for bit, so they stay 
 
 Each turn, every valid tool call on the board is a candidate (approve or block
 each pending proposal under each relevant rule, inspect each of its artifacts,
-ask its worker each question, hold); `features` describes a candidate from
+ask its worker each question, hold; with the ship pending, a second look at an
+approved site's unread artifact); `features` describes a candidate from
 visible information only, including the reference planner's reading of its
 proposal (`read`: the posterior that it is a shortcut from the published
 tables, the artifact that would settle it, the risk a ship carries).
@@ -85,7 +86,7 @@ def onehot(value, options) -> list[float]:
 
 
 # Length of the target-proposal part of a feature vector (zeros for a hold).
-READING_DIM = 10 + len(WORDING_KINDS) + len(RULES) + 5
+READING_DIM = 10 + len(WORDING_KINDS) + len(RULES) + 5 + 3
 TARGET_DIM = (
     len(REQUESTS)
     + len(RISKS)
@@ -217,9 +218,9 @@ def _planner(reader: str = DEFAULT_READER) -> ReferencePlanner:
     """A reference planner that knows the reader's families only (it reads which of them are still
     possible off each view itself), at the clue level "subtle": the view does not keep the opening
     budget the planner reads the level from, and on easy, where wording settles a site, the
-    wording-kind features carry that instead."""
+    wording-kind features carry that instead. It weighs who is careful today as a hypothesis
+    (`worker_hypotheses`), as the planner the policy is cloned from does."""
     planner = ReferencePlanner()
-    planner.worker_hypotheses = False  # the reading the exported weights were fitted on
     teach(planner, reader)
     planner.clues = "subtle"
     return planner
@@ -256,6 +257,10 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
                 q_prob, q_rule = planner.doubt(view, q)
                 if q_rule:
                     risk[q_rule] = 1 - (1 - risk[q_rule]) * (1 - q_prob)
+            elif q.get("status") == "approved" and q["request"] != "ship_release_candidate":
+                q_shown = seen_violation(view, q)[0]  # a second look at an approved site showed it broken
+                if q_shown:
+                    risk[q_shown] = 1.0
         shown, looked = seen_violation(view, p)
         if looked and not shown:
             risk["S3"] = 0.0
@@ -275,6 +280,8 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
         "kind": match[1] if match else None,
         "risk": risk,
         "answer": next((v for k, v in ANSWER_LLR.items() if answer.startswith(k)), 0.0),
+        "approved": p.get("status") == "approved",
+        "over_ship": 0.0,  # a second look's margin over the ship's deploy-check risk (`candidates` sets it)
     }
 
 
@@ -301,6 +308,9 @@ def reading_features(r: dict, rule: str | None, ref: str | None) -> list[float]:
         1.0 if site and prob >= 0.8 else 0.0,
         1.0 if belief >= 0.45 else 0.0,
         1.0 if belief >= 1.0 else 0.0,
+        1.0 if r["approved"] else 0.0,
+        r["over_ship"],
+        1.0 if r["over_ship"] > 0 else 0.0,
     ]
 
 
@@ -347,7 +357,29 @@ def candidates(view: View, reader: str = DEFAULT_READER, masked=frozenset()) -> 
                             features(view, f"ask:{q}", p, reading=r),
                         )
                     )
+    ship = next((p for p in pending if p["request"] == "ship_release_candidate"), None)
+    if ship is not None and can_look:
+        out += second_looks(view, ship, planner, masked)
     out.append(("hold_release", {"reason_code": "risk_too_high"}, features(view, "hold", None)))
+    return out
+
+
+def second_looks(view: View, ship: dict, planner: ReferencePlanner, masked=frozenset()) -> list:
+    """With the ship pending, an inspection of each unread artifact of each approved site that was never
+    looked at: a look the planner takes with budget left (`ReferencePlanner.recheck`), whose violation is
+    caught late by blocking the ship on its rule. Its reading carries the site's posterior against the
+    ship's deploy-check risk."""
+    out = []
+    deploy_risk = read(view, ship, planner, masked)["risk"]["S3"]
+    for q in view.proposals.values():
+        if q.get("status") != "approved" or q["request"] == "ship_release_candidate" or seen_violation(view, q)[1]:
+            continue
+        r = read(view, q, planner, masked)
+        r["over_ship"] = r["prob"] - deploy_risk
+        for ref in q["refs"]:
+            if ref not in view.inspected_this_phase and ref not in view.evidence:
+                tool, args = inspect_call(ref)
+                out.append((tool, args, features(view, tool, q, ref=ref, reading=r)))
     return out
 
 

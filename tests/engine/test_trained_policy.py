@@ -109,3 +109,40 @@ def test_the_shipped_weights_and_feature_maps_never_name_the_held_out_families()
 def test_the_feature_maps_check_catches_a_reader_that_knows_the_held_out_families():
     text = json.dumps(trained_policy.feature_maps("all"))
     assert any(json.dumps(s)[1:-1] in text for s in _held_out_strings())
+
+
+def test_a_second_look_is_a_candidate_and_what_it_shows_reaches_the_ships_reading():
+    """The planner the policy is cloned from spends budget left at the ship on an approved site's decisive
+    artifact (`ReferencePlanner.recheck`). That call is among the policy's candidates, marked as a look at an
+    approved site with its margin over the ship's deploy-check risk, and a violation it shows makes the ship's
+    reading carry that rule at certainty, which a block of the ship reads."""
+    from releaseops_arena.policies.planner import ReferencePlanner
+    from releaseops_arena.rendering import View
+    from releaseops_arena.tool_env import ReleaseOpsToolEnv
+
+    looks = shown = 0
+    for scenario in scenarios("train", 300, "hard"):
+        env, planner = ReleaseOpsToolEnv(), trained_policy.teach(ReferencePlanner(), "agnostic")
+        obs = env.reset(**scenario)
+        view, shadow = View(json.loads(obs)), View(json.loads(obs))
+        planner.begin(obs)
+        while not env.done:
+            before = set(planner.rechecked)
+            tool, args = planner.act(shadow)
+            site = next((view.proposals[pid] for pid in set(planner.rechecked) - before), None)
+            if site is not None:  # a second look (another card may cite the same artifact: its candidate too)
+                looks += 1
+                xs = [x for t, a, x in trained_policy.candidates(view) if (t, a) == (tool, args) and x[-3] == 1.0]
+                assert len(xs) == 1 and xs[0][-2] > 0 and xs[0][-1] == 1.0, (scenario, [x[-3:] for x in xs])
+            view.note_call(tool, args)
+            result = json.loads(getattr(env, tool)(**args))
+            view.update(result)
+            shadow.update(result)
+            planner.observe(json.dumps(result))
+            if site is not None:
+                rule = trained_policy.seen_violation(view, site)[0]
+                ship = next((p for p in view.pending() if p["request"] == "ship_release_candidate"), None)
+                if rule and ship:
+                    shown += 1
+                    assert trained_policy.read(view, ship)["risk"][rule] == 1.0
+    assert looks >= 10 and shown >= 2, (looks, shown)

@@ -270,6 +270,14 @@ def test_the_evidence_ablation_unreads_only_the_held_out_artifacts_fields_and_re
             pass
 
 
+def test_the_evidence_ablation_plays_the_same_rows_in_parallel(checkpoint):
+    """Rows played side by side in spawned processes (each swaps the reader in its own modules) are the
+    rows one process plays, the trained checkpoint's included."""
+    parallel = ea.evidence_ablation(checkpoint, 3, workers=2)
+    assert parallel == ea.evidence_ablation(checkpoint, 3)
+    assert set(parallel["unseen_family/hard"]) == {"rule", "evidence_first", "planner", "trained"}
+
+
 def test_the_published_lm_preset_is_the_recipe_the_report_was_measured_with():
     """`--preset published` reproduces the reported run: its settings are exactly those the results recorded."""
     from research.lm_settings import PRESETS, SETTINGS
