@@ -326,6 +326,8 @@ def test_the_train_reader_reads_a_held_out_familys_own_sites_as_unknown():
                 "kind",
                 "risk",
                 "answer",
+                "approved",
+                "over_ship",
             }
             if p in held and p["request"] != "open_deploy_gate":
                 assert (r["rule"], r["prob"], r["decisive"], r["kind"]) == (None, 0.0, None, None), p["claim"]
