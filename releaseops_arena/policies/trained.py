@@ -331,8 +331,9 @@ def candidates(view: View, reader: str = DEFAULT_READER, masked=frozenset()) -> 
     can_look = view.can_look()
     asked = set()
     planner = _planner(reader)
+    readings = {}
     for p in pending:
-        r = read(view, p, planner, masked)  # once per proposal: every candidate on it shares the reading
+        r = readings[p["id"]] = read(view, p, planner, masked)  # once per proposal: its candidates share it
         out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p, reading=r)))
         for rule in rules_for(p):
             out.append(
@@ -359,18 +360,17 @@ def candidates(view: View, reader: str = DEFAULT_READER, masked=frozenset()) -> 
                     )
     ship = next((p for p in pending if p["request"] == "ship_release_candidate"), None)
     if ship is not None and can_look:
-        out += second_looks(view, ship, planner, masked)
+        out += second_looks(view, readings[ship["id"]]["risk"]["S3"], planner, masked)
     out.append(("hold_release", {"reason_code": "risk_too_high"}, features(view, "hold", None)))
     return out
 
 
-def second_looks(view: View, ship: dict, planner: ReferencePlanner, masked=frozenset()) -> list:
+def second_looks(view: View, deploy_risk: float, planner: ReferencePlanner, masked=frozenset()) -> list:
     """With the ship pending, an inspection of each unread artifact of each approved site that was never
     looked at: a look the planner takes with budget left (`ReferencePlanner.recheck`), whose violation is
     caught late by blocking the ship on its rule. Its reading carries the site's posterior against the
-    ship's deploy-check risk."""
+    ship's deploy-check risk (`deploy_risk`, the ship's reading of S3)."""
     out = []
-    deploy_risk = read(view, ship, planner, masked)["risk"]["S3"]
     for q in view.proposals.values():
         if q.get("status") != "approved" or q["request"] == "ship_release_candidate" or seen_violation(view, q)[1]:
             continue
