@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import multiprocessing as mp
 import random
 import sys
 import time
@@ -271,16 +272,59 @@ def expert_traces(
     seed: int = 0,
     counts: dict | None = None,
     whole: bool = False,
+    workers: int = 1,
 ) -> list[list]:
     """(candidate features, index of the expert's call) for every step of the expert's episodes,
     the features read with `reader` and a `dropout` share of readings withheld; a planner-like
     expert knows what `reader` knows (`teach`). An expert call that is not among the candidates
-    cannot be cloned: `counts` (if given) gets the expert's "calls" and the "dropped" ones."""
+    cannot be cloned: `counts` (if given) gets the expert's "calls" and the "dropped" ones.
+    `workers` processes play one contiguous chunk each, in pool order. Without reading dropout the
+    traces are the same for any number of workers; with it, each chunk draws from its own rng."""
+    if workers <= 1:
+        return _play_expert(expert, scenario_list, reader, dropout, seed, counts, whole)
+    size = -(-len(scenario_list) // workers)
+    jobs = [
+        (expert, scenario_list[k : k + size], reader, dropout, seed, whole, k)
+        for k in range(0, len(scenario_list), size)
+    ]
+    with mp.get_context("spawn").Pool(workers) as pool:  # spawn: torch is loaded here
+        parts = pool.starmap(_trace_chunk, jobs, chunksize=1)
+    traces = []
+    for chunk, chunk_counts in parts:
+        traces += [[(torch.from_numpy(x), i) for x, i in trace] for trace in chunk]
+        if counts is not None:
+            for key, value in chunk_counts.items():
+                counts[key] = counts.get(key, 0) + value
+    return traces
+
+
+def _trace_chunk(
+    expert: str, scenario_list: list[dict], reader: str, dropout: float, seed: int, whole: bool, first: int
+) -> tuple[list[list], dict]:
+    """One worker's chunk of `expert_traces`, its features as numpy arrays (plain pickles)."""
+    torch.set_num_threads(1)
+    counts: dict = {}
+    traces = _play_expert(expert, scenario_list, reader, dropout, seed, counts, whole, first)
+    return [[(x.numpy(), i) for x, i in trace] for trace in traces], counts
+
+
+def _play_expert(
+    expert: str,
+    scenario_list: list[dict],
+    reader: str,
+    dropout: float,
+    seed: int,
+    counts: dict | None,
+    whole: bool,
+    first: int = 0,
+) -> list[list]:
+    """`expert_traces` in this process; `first` is the index of `scenario_list[0]` in the whole pool
+    (the expert's rng is seeded by it)."""
     from releaseops_arena.policies import POLICIES
 
     traces = []
-    drops = random.Random(seed)
-    for k, scenario in enumerate(scenario_list):
+    drops = random.Random(seed + first)
+    for k, scenario in enumerate(scenario_list, first):
         masked = ReadingDropout(dropout, drops, whole)
         # Set up as `releaseops_arena.policies.play` does: the expert's own rng, the truth only if privileged.
         env, policy = ReleaseOpsToolEnv(), POLICIES[expert]()
@@ -330,12 +374,13 @@ def imitate(
     dropout: float = 0.0,
     counts: dict | None = None,
     whole: bool = False,
+    workers: int = 1,
 ) -> list[float]:
     """Behaviour cloning warm start: maximise the log-probability of the expert's calls
-    (`counts`: see `expert_traces`)."""
+    (`counts` and `workers`: see `expert_traces`)."""
     rng = random.Random(seed)
     pool = list(scenarios("train", episodes, difficulty))
-    traces = expert_traces(expert, pool, reader, dropout, seed, counts, whole)
+    traces = expert_traces(expert, pool, reader, dropout, seed, counts, whole, workers)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(epochs):
@@ -406,6 +451,7 @@ def train(
     reader: str = DEFAULT_READER,
     dropout: float = 0.0,
     whole: bool = False,
+    workers: int = 1,
 ) -> dict:
     """GRPO-style training on the `train` split only; returns the learning curve.
 
@@ -426,7 +472,8 @@ def train(
     `callback(step, model, validation_return)` is called after each validation.
     `reader` names what the planner's reading among the features knows (trained_policy.READERS;
     "train": the train split's families only); `dropout` withholds the reading of that share of
-    proposals in cloning, GRPO and validation alike (`ReadingDropout`).
+    proposals in cloning, GRPO and validation alike (`ReadingDropout`). `workers` processes play the
+    expert for the clone (`expert_traces`); the rest runs in this one.
     """
     check_reader(reader)
     torch.manual_seed(seed)
@@ -436,7 +483,20 @@ def train(
     t0 = time.monotonic()
     cloned: dict = {}
     bc_losses = (
-        imitate(model, warm_start, warm_episodes, warm_epochs, 3e-3, seed, difficulty, reader, dropout, cloned, whole)
+        imitate(
+            model,
+            warm_start,
+            warm_episodes,
+            warm_epochs,
+            3e-3,
+            seed,
+            difficulty,
+            reader,
+            dropout,
+            cloned,
+            whole,
+            workers,
+        )
         if warm_start
         else []
     )
@@ -587,6 +647,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warm-start", default="planner", help="expert policy to clone first ('' for none)")
     parser.add_argument("--warm-episodes", type=int, default=3000, help="train episodes of the expert to clone")
     parser.add_argument("--warm-epochs", type=int, default=6)
+    parser.add_argument("--hidden", type=int, default=64, help="width of the scorer's two hidden layers")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes that play the expert for the clone (the same traces)"
+    )
     parser.add_argument(
         "--reader",
         choices=list(READERS),
@@ -675,6 +739,8 @@ def main(argv: list[str] | None = None) -> None:
         reader=args.reader,
         dropout=args.reading_dropout,
         whole=args.dropout_whole,
+        hidden=args.hidden,
+        workers=args.workers,
         command="python -m research.structured_policy " + " ".join(sys.argv[1:] if argv is None else argv),
     )
     print(f"{result['steps']} steps in {result['seconds']} s; kept step {result['best_step']} -> {args.out}")

@@ -86,7 +86,7 @@ def onehot(value, options) -> list[float]:
 
 
 # Length of the target-proposal part of a feature vector (zeros for a hold).
-READING_DIM = 10 + len(WORDING_KINDS) + len(RULES) + 5 + 3
+READING_DIM = 10 + len(WORDING_KINDS) + len(RULES) + 5 + 3 + 3
 TARGET_DIM = (
     len(REQUESTS)
     + len(RISKS)
@@ -282,12 +282,14 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
         "answer": next((v for k, v in ANSWER_LLR.items() if answer.startswith(k)), 0.0),
         "approved": p.get("status") == "approved",
         "over_ship": 0.0,  # a second look's margin over the ship's deploy-check risk (`candidates` sets it)
+        "in_cut": False,  # an open site the review budget reaches (`candidates` sets it, `budget_cut`)
     }
 
 
 def reading_features(r: dict, rule: str | None, ref: str | None) -> list[float]:
-    """The reading as numbers, with the planner's thresholds (block an unseen site at 0.55, or at
-    0.8 without a spare phase; block the ship on a belief of 0.45) as indicators a small net need not find."""
+    """The reading as numbers, with the planner's thresholds (block an unseen site at `block_at`, spend
+    a spare phase on it at `hold_at`, block the ship on a belief of 0.45, and whether the review budget
+    reaches the site) as indicators a small net need not find."""
     prob, site = r["prob"], r["rule"] is not None
     belief = r["risk"].get(rule, 0.0) if rule else 0.0
     return [
@@ -311,6 +313,9 @@ def reading_features(r: dict, rule: str | None, ref: str | None) -> list[float]:
         1.0 if r["approved"] else 0.0,
         r["over_ship"],
         1.0 if r["over_ship"] > 0 else 0.0,
+        1.0 if r["in_cut"] else 0.0,
+        1.0 if site and prob >= ReferencePlanner.block_at else 0.0,
+        1.0 if site and prob >= ReferencePlanner.hold_at else 0.0,
     ]
 
 
@@ -331,9 +336,11 @@ def candidates(view: View, reader: str = DEFAULT_READER, masked=frozenset()) -> 
     can_look = view.can_look()
     asked = set()
     planner = _planner(reader)
-    readings = {}
+    # Once per proposal: its candidates share it.
+    readings = {p["id"]: read(view, p, planner, masked) for p in pending}
+    budget_cut(view, planner, readings)
     for p in pending:
-        r = readings[p["id"]] = read(view, p, planner, masked)  # once per proposal: its candidates share it
+        r = readings[p["id"]]
         out.append(("approve_proposal", {"proposal_id": p["id"]}, features(view, "approve", p, reading=r)))
         for rule in rules_for(p):
             out.append(
@@ -363,6 +370,25 @@ def candidates(view: View, reader: str = DEFAULT_READER, masked=frozenset()) -> 
         out += second_looks(view, readings[ship["id"]]["risk"]["S3"], planner, masked)
     out.append(("hold_release", {"reason_code": "risk_too_high"}, features(view, "hold", None)))
     return out
+
+
+def budget_cut(view: View, planner: ReferencePlanner, readings: dict) -> None:
+    """Mark the open sites the review budget reaches (`in_cut`), as the planner ranks them: this phase's
+    unread sites and the sites still to come, by posterior, the budget's worth from the top, none
+    below `look_at` (`ReferencePlanner.act`)."""
+    open_sites = [
+        r
+        for pid, r in readings.items()
+        if r["rule"] and not r["fix"] and not r["delay"] and not r["ship"] and not r["decisive_seen"]
+    ]
+    budget = view.board["review_budget_remaining"]
+    if not open_sites or budget <= 0:
+        return
+    later = planner.later(view) if planner.future_sites(view) else []
+    ranked = sorted([r["prob"] for r in open_sites] + later, reverse=True)
+    cut = max(ranked[min(budget, len(ranked)) - 1], planner.look_at)
+    for r in open_sites:
+        r["in_cut"] = r["prob"] >= cut
 
 
 def second_looks(view: View, deploy_risk: float, planner: ReferencePlanner, masked=frozenset()) -> list:

@@ -132,8 +132,10 @@ def test_a_second_look_is_a_candidate_and_what_it_shows_reaches_the_ships_readin
             site = next((view.proposals[pid] for pid in set(planner.rechecked) - before), None)
             if site is not None:  # a second look (another card may cite the same artifact: its candidate too)
                 looks += 1
-                xs = [x for t, a, x in trained_policy.candidates(view) if (t, a) == (tool, args) and x[-3] == 1.0]
-                assert len(xs) == 1 and xs[0][-2] > 0 and xs[0][-1] == 1.0, (scenario, [x[-3:] for x in xs])
+                # The reading ends with: approved, margin over the ship, margin > 0, then the three budget-cut
+                # indicators (`reading_features`).
+                xs = [x for t, a, x in trained_policy.candidates(view) if (t, a) == (tool, args) and x[-6] == 1.0]
+                assert len(xs) == 1 and xs[0][-5] > 0 and xs[0][-4] == 1.0, (scenario, [x[-6:-3] for x in xs])
             view.note_call(tool, args)
             result = json.loads(getattr(env, tool)(**args))
             view.update(result)

@@ -328,6 +328,7 @@ def test_the_train_reader_reads_a_held_out_familys_own_sites_as_unknown():
                 "answer",
                 "approved",
                 "over_ship",
+                "in_cut",
             }
             if p in held and p["request"] != "open_deploy_gate":
                 assert (r["rule"], r["prob"], r["decisive"], r["kind"]) == (None, 0.0, None, None), p["claim"]
@@ -465,3 +466,45 @@ def test_the_train_reader_knows_no_held_out_mechanisms_fix_or_request():
     assert (
         not read(view, train_fix, train, whole)["fix"] and read(view, train_fix, train, sp.Withheld({p["id"]}))["fix"]
     )
+
+
+def test_the_expert_played_in_parallel_gives_the_same_traces_and_counts():
+    """The clone's traces do not depend on how many processes play the expert: the same candidate
+    features, the same chosen calls, in pool order, and the same call counts."""
+    pool = list(scenarios("train", 5, "hard"))
+    one, two = {}, {}
+    serial = sp.expert_traces("planner", pool, "agnostic", counts=one, workers=1)
+    parallel = sp.expert_traces("planner", pool, "agnostic", counts=two, workers=2)
+    assert one == two and one["calls"] > 5
+    assert [[i for _, i in t] for t in serial] == [[i for _, i in t] for t in parallel]
+    assert all(torch.equal(a, b) for s, p in zip(serial, parallel) for (a, _), (b, _) in zip(s, p))
+
+
+def test_the_budget_reaches_the_sites_the_planner_inspects_and_no_more():
+    """`in_cut` marks the open sites the review budget reaches as the planner ranks them: every site the
+    planner inspects while the site is pending is among them, and there are never more of them than
+    looks left."""
+    from releaseops_arena.policies import POLICIES
+    from releaseops_arena.policies.trained import _planner, budget_cut, read
+
+    looked = 0
+    for scenario in scenarios("train", 12, "hard"):
+        env, expert = ReleaseOpsToolEnv(), sp.teach(POLICIES["planner"](), "agnostic")
+        obs = env.reset(**scenario)
+        view = sp.Tracker(json.loads(obs))
+        expert.begin(obs)
+        reader = _planner("agnostic")
+        while not env.done:
+            readings = {p["id"]: read(view, p, reader) for p in view.pending()}
+            budget_cut(view, reader, readings)
+            cut = [pid for pid, r in readings.items() if r["in_cut"]]
+            assert len(cut) <= max(0, view.board["review_budget_remaining"])
+            tool, args = expert.act(view)
+            ref = next(iter(args.values()))
+            site = [pid for pid, r in readings.items() if tool.startswith("inspect_") and r["decisive"] == ref]
+            if site:
+                assert set(site) <= set(cut), (scenario, ref, readings)
+                looked += 1
+            view.note_call(tool, args)
+            view.update(json.loads(getattr(env, tool)(**args)))
+    assert looked > 5
