@@ -287,9 +287,10 @@ def read(view: View, p: dict, planner: ReferencePlanner | None = None, masked=fr
 
 
 def reading_features(r: dict, rule: str | None, ref: str | None) -> list[float]:
-    """The reading as numbers, with the planner's thresholds (block an unseen site at `block_at`, spend
-    a spare phase on it at `hold_at`, block the ship on a belief of 0.45, and whether the review budget
-    reaches the site) as indicators a small net need not find."""
+    """The reading as numbers, with the planner's thresholds as indicators a small net need not find:
+    block an unseen site at `block_at` (and the 0.55 and 0.8 marks of an earlier planner, which the
+    shipped weights were fitted with), spend a spare phase on it at `hold_at`, block the ship on a
+    belief of 0.45, and whether the review budget reaches the site (`budget_cut`)."""
     prob, site = r["prob"], r["rule"] is not None
     belief = r["risk"].get(rule, 0.0) if rule else 0.0
     return [
@@ -378,7 +379,7 @@ def budget_cut(view: View, planner: ReferencePlanner, readings: dict) -> None:
     below `look_at` (`ReferencePlanner.act`)."""
     open_sites = [
         r
-        for pid, r in readings.items()
+        for r in readings.values()
         if r["rule"] and not r["fix"] and not r["delay"] and not r["ship"] and not r["decisive_seen"]
     ]
     budget = view.board["review_budget_remaining"]
