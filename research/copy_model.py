@@ -345,6 +345,18 @@ def register() -> None:
     AutoModelForCausalLM.register(CopyQwen3Config, CopyQwen3ForCausalLM, exist_ok=True)
 
 
+# `training.evaluate`'s policy name for a saved copy model: `copy:<checkpoint>`.
+POLICY_PREFIX = "copy:"
+
+
+def load_policy(checkpoint: str):
+    """The greedy LLM policy of a saved copy model, this head registered first (in a spawned worker too)."""
+    from training.llm_policy import LLMPolicy
+
+    register()
+    return LLMPolicy(checkpoint)
+
+
 def build_pointer_model(
     tokenizer,
     hidden: int = 96,

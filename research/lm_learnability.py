@@ -17,8 +17,8 @@ seeds (easy); optionally mine hard prompts (`hard_tasks`: train
 tasks the warm start does not already solve); GRPO with TRL's `environment_factory`
 (`training/train_grpo.py`, the environment owns the reward); evaluate again on
 the same held-out episodes. The evaluation plays the checkpoint through the
-harness's own `hf:` policy (greedy decoding), exactly as
-`python -m training.evaluate --policy hf:<dir>` does.
+harness's own LLM policy (greedy decoding), as `python -m training.evaluate --policy hf:<dir>`
+does, under the name `copy:<dir>`, whose loader registers the copy head in every worker first.
 
 `research/results/lm_learnability.json` (what `run` returns; `markdown(results)` renders it):
 
@@ -100,13 +100,22 @@ def evaluation(
     same episodes however split)."""
     from training.evaluate import _LOADED
 
-    copy_model.register()
-    name = f"hf:{checkpoint}"
+    name = checkpoint_policy(checkpoint)
     scenario_list = [task_scenario(split, i, difficulty) for i in range(start, start + n)]
     with one_thread_children():
         episodes = [runs[0] for runs in run_episodes(name, scenario_list, workers=workers, progress=False)]
     _LOADED.pop(name, None)  # a checkpoint directory is rewritten between stages
     return summary(episodes)
+
+
+def checkpoint_policy(checkpoint: str | Path) -> str:
+    """The evaluation's policy name for a saved copy model, `copy:<checkpoint>`, its loader registered.
+    Not `hf:`: evaluation workers are spawned bare once torch is loaded, and each must register the
+    copy head before it loads the checkpoint (the loader does; a worker gets its parent's loaders)."""
+    from training.evaluate import register_loader
+
+    register_loader(copy_model.POLICY_PREFIX, copy_model.load_policy)
+    return f"{copy_model.POLICY_PREFIX}{checkpoint}"
 
 
 def one_thread_children():
@@ -246,7 +255,9 @@ def run(
     lap("eval_sft")
     mined = None
     if cfg["mine_tasks"]:
-        mined = hard_tasks(f"hf:{sft_dir}", cfg["mine_start"], cfg["mine_tasks"], workers=procs, difficulty=difficulty)
+        mined = hard_tasks(
+            checkpoint_policy(sft_dir), cfg["mine_start"], cfg["mine_tasks"], workers=procs, difficulty=difficulty
+        )
         if not mined["kept"]:
             raise SystemExit(
                 f"the warm start matches the planner on all {cfg['mine_tasks']} mined train tasks: "

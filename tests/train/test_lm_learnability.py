@@ -70,6 +70,10 @@ def test_warm_starts_side_by_side_differ_by_seed_and_the_best_on_validation_is_k
     for w in warms:  # each folder is a checkpoint the harness plays (on train tasks, as the selection does)
         w["validation"] = evaluation(w["dir"], 1, start=100_000, split="train")
         assert w["validation"]["episodes"] == 1
+    # With processes > 1 the evaluations run in spawned workers, which must load the copy head themselves:
+    # the same summary as played in this process.
+    alone = evaluation(warms[0]["dir"], 2, start=100_000, split="train")
+    assert evaluation(warms[0]["dir"], 2, workers=2, start=100_000, split="train") == alone
     warms[0]["validation"]["mean_return"]["mean"], warms[1]["validation"]["mean_return"]["mean"] = 0.2, 0.5
     assert pick_warm_start(warms)["seed"] == 5
     warms[0]["validation"]["mean_return"]["mean"] = 0.5  # a tie keeps the lower seed
