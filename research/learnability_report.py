@@ -265,7 +265,7 @@ def calibration_source(structured: dict) -> str:
 
 
 # The published LM recipe (lm_settings.PRESETS["published"]), for re-measuring it on this version.
-LM_RUN_COMMAND = "python -m research.lm_learnability --preset published --minutes 45 -n 300 --out runs/lm"
+LM_RUN_COMMAND = "python -m research.lm_learnability --preset published --minutes 50 -n 1000 --out runs/lm"
 # The last commit of the world and prompt the reported LM numbers were measured with (benchmark v2,
 # before the brief), and the same recipe as that commit's command line spelled it.
 LM_MEASURED_COMMIT = "fed4342"
@@ -302,7 +302,7 @@ def report(data: dict, docs: Path) -> str:
             lines += [
                 f"**These numbers were measured on benchmark {measured_on}, not on {BENCHMARK_VERSION}**: the "
                 f"language-model run has not been repeated on {BENCHMARK_VERSION}'s world. To measure it on "
-                f"{BENCHMARK_VERSION}: `{LM_RUN_COMMAND}` (about 45 CPU-minutes on one core), then "
+                f"{BENCHMARK_VERSION}: `{LM_RUN_COMMAND}` (about 45 wall-minutes on two cores), then "
                 "`python -m research.learnability --rerender --lm-results research/results/lm_learnability.json`.",
                 "",
             ]

@@ -3,9 +3,10 @@ warm start and by the GRPO checkpoint, each call as a sentence.
 
     python -m research.lm_examples runs/lm_easy --difficulty easy --into research/results/lm_learnability.json
 
-For each checkpoint pair (`<run>/sft`, `<run>/grpo`) it plays held-out tasks from `--start` greedily
-(as `training.evaluate --policy hf:<dir>` does) and keeps two: the first where the two end differently,
-and the first where both play the whole release, so a reader sees what changed and what did not. The
+For each checkpoint pair (`<run>/sft`, or the kept `<run>/sft_seed<k>` its results name, and
+`<run>/grpo`) it plays held-out tasks from `--start` greedily (as `training.evaluate --policy hf:<dir>`
+does) and keeps two: the first where the two end differently, and the first where both play the whole
+release, so a reader sees what changed and what did not. The
 sentences are the web board's (`server.web_render.sentence`): what was approved, blocked citing which
 rule, inspected and what it showed, refused and why.
 """
@@ -38,15 +39,15 @@ def episode(checkpoint: Path, scenario: dict) -> dict:
     return {"outcome": m["outcome"], "return": round(run["return"], 2), "calls": calls}
 
 
-def examples(run_dir: Path, difficulty: str, start: int = 0, search: int = 40) -> list[dict]:
-    """Two held-out episodes before (warm start) and after (GRPO): the first whose outcome or return differs,
-    then the first where both finish the release (or the next task, when none does)."""
+def examples(run_dir: Path, difficulty: str, start: int = 0, search: int = 40, warm: str = "sft") -> list[dict]:
+    """Two held-out episodes before (warm start, `<run>/<warm>`) and after (GRPO): the first whose outcome or
+    return differs, then the first where both finish the release (or the next task, when none does)."""
     copy_model.register()
     chosen: list[dict] = []
     same = None
     for i in range(start, start + search):
         scenario = task_scenario(SPLIT, i, difficulty)
-        before, after = episode(run_dir / "sft", scenario), episode(run_dir / "grpo", scenario)
+        before, after = episode(run_dir / warm, scenario), episode(run_dir / "grpo", scenario)
         row = {"task": {"split": SPLIT, "index": i, "difficulty": difficulty}, "before": before, "after": after}
         if (before["outcome"], before["return"]) != (after["outcome"], after["return"]):
             if not any(c["kind"] == "differ" for c in chosen):
@@ -66,7 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--search", type=int, default=40)
     parser.add_argument("--into", type=Path, help="add the examples to this lm_learnability results file")
     args = parser.parse_args(argv)
-    rows = examples(args.run, args.difficulty, args.start, args.search)
+    warm = "sft"
+    if not (args.run / warm).exists() and args.into:  # warm starts side by side: the kept one's folder
+        warm = f"sft_seed{json.loads(args.into.read_text())['sft']['seed']}"
+    if not (args.run / warm).exists():
+        parser.error(f"{args.run / warm} is not a warm start; with sft_seeds > 1 pass --into the run's results")
+    rows = examples(args.run, args.difficulty, args.start, args.search, warm)
     if args.into:
         data = json.loads(args.into.read_text())
         data["examples"] = rows

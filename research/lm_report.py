@@ -180,7 +180,7 @@ def _variants(results: dict) -> list[str]:
     if not results.get("variants"):
         return []
     lines = [
-        "Every variant tried (easy episodes, greedy; which episodes: the last column):",
+        "Every variant tried (greedy; easy episodes unless the name says medium; which episodes: the last column):",
         "",
         "| variant | valid calls % | finished % | calls / episode | mean return | measured with |",
         "|---|---|---|---|---|---|",
