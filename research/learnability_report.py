@@ -302,7 +302,7 @@ def report(data: dict, docs: Path) -> str:
             lines += [
                 f"**These numbers were measured on benchmark {measured_on}, not on {BENCHMARK_VERSION}**: the "
                 f"language-model run has not been repeated on {BENCHMARK_VERSION}'s world. To measure it on "
-                f"{BENCHMARK_VERSION}: `{LM_RUN_COMMAND}` (about 45 wall-minutes on two cores), then "
+                f"{BENCHMARK_VERSION}: `{LM_RUN_COMMAND}` (a 50-minute wall-time budget on two cores), then "
                 "`python -m research.learnability --rerender --lm-results research/results/lm_learnability.json`.",
                 "",
             ]

@@ -1,7 +1,7 @@
 """The design's before/after behaviour examples for the language model: one held-out episode played by the
 warm start and by the GRPO checkpoint, each call as a sentence.
 
-    python -m research.lm_examples runs/lm_easy --difficulty easy --into research/results/lm_learnability.json
+    python -m research.lm_examples runs/lm --difficulty easy --into research/results/lm_learnability.json
 
 For each checkpoint pair (`<run>/sft`, or the kept `<run>/sft_seed<k>` its results name, and
 `<run>/grpo`) it plays held-out tasks from `--start` greedily (as `training.evaluate --policy hf:<dir>`
@@ -61,15 +61,16 @@ def examples(run_dir: Path, difficulty: str, start: int = 0, search: int = 40, w
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=Path, help="an lm_learnability --out folder (with sft/ and grpo/)")
+    parser.add_argument("run", type=Path, help="an lm_learnability --out folder (with grpo/, and sft/ or sft_seed<k>/)")
     parser.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
     parser.add_argument("--start", type=int, default=2000, help="the first held-out task searched")
     parser.add_argument("--search", type=int, default=40)
     parser.add_argument("--into", type=Path, help="add the examples to this lm_learnability results file")
     args = parser.parse_args(argv)
     warm = "sft"
-    if not (args.run / warm).exists() and args.into:  # warm starts side by side: the kept one's folder
-        warm = f"sft_seed{json.loads(args.into.read_text())['sft']['seed']}"
+    if args.into:  # warm starts side by side: the kept one's folder, as the results name it
+        kept = f"sft_seed{json.loads(args.into.read_text())['sft']['seed']}"
+        warm = kept if (args.run / kept).exists() else warm
     if not (args.run / warm).exists():
         parser.error(f"{args.run / warm} is not a warm start; with sft_seeds > 1 pass --into the run's results")
     rows = examples(args.run, args.difficulty, args.start, args.search, warm)

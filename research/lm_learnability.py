@@ -1,8 +1,8 @@
 """Does a small language model learn to supervise? The end-to-end TRL experiment, on CPU, offline.
 Over 400 lines: the experiment's stages run in order and share one budget.
 
-    # the published recipe (lm_settings.PRESETS), on both cores within 60 wall-minutes:
-    python -m research.lm_learnability --preset published --minutes 60 -n 2000 --out runs/lm
+    # the published recipe (lm_settings.PRESETS), on both cores within a 50 wall-minute budget:
+    python -m research.lm_learnability --preset published --minutes 50 -n 1000 --out runs/lm
     python -m research.lm_learnability --minutes 60 --out runs/lm   # the defaults, one core
 
 Stages, each timed: build an offline tokenizer (one token per board id) and a
@@ -483,7 +483,8 @@ def main(argv: list[str] | None = None) -> None:
         "--minutes",
         type=float,
         default=60.0,
-        help="budget for the whole run, in CPU minutes on one core (a SIGSTOP pause does not spend it)",
+        help="budget for the whole run: CPU minutes on one core with processes=1 (a SIGSTOP pause does not spend it), "
+        "wall minutes with more (the published preset: 2)",
     )
     parser.add_argument("--out", type=Path, default=Path("runs/lm"), help="checkpoints go here")
     parser.add_argument("--seed", type=int, default=0)
