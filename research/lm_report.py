@@ -87,6 +87,7 @@ def markdown(results: dict) -> str:
         + (" (calls per episode fell under half)" if results["calls_collapse"] else "")
         + ".",
     ]
+    lines += _recovery_probe(results)
     if results.get("examples"):
         lines += [
             "",
@@ -95,6 +96,33 @@ def markdown(results: dict) -> str:
             *examples_markdown(results["examples"]),
         ]
     return "\n".join(lines + [""] + _variants(results))
+
+
+def _recovery_probe(results: dict) -> list[str]:
+    """What `python -m research.lm_recovery` found: can sampling at GRPO's temperature recover where the greedy
+    warm start fails? A group whose every rollout fails has nothing to reinforce but failing less expensively."""
+    from collections import Counter
+
+    p = results.get("recovery_probe")
+    if not p:
+        return []
+    failed = p["failed"]
+    refused = [f for f in failed if f["first_refusal"] is not None]
+    at = Counter(f["first_refusal"] + 1 for f in refused)
+    shipped = [f for f in refused if any(row[0] != "missed_deadline" for rows in f["from"].values() for row in rows)]
+    return [
+        "",
+        f"Can GRPO's sampling recover where the greedy warm start fails (`python -m research.lm_recovery "
+        f"{p['checkpoint']} -n {p['tasks']} --samples {p['samples']} --temperature {p['temperature']}`)? Of "
+        f"{p['tasks']} train-split validation tasks (easy, tasks {p['start']}-{p['start'] + p['tasks'] - 1}), the "
+        f"warm start fails {len(failed)}, {len(refused)} of them after a refused call (the first refused call is call "
+        + ", ".join(f"{call} in {n}" for call, n in sorted(at.items()))
+        + f"). Sampled at temperature {p['temperature']} from each one's first refused call and from the call after "
+        f"it ({p['samples']} continuations each), {p['finished']} of {p['continuations']} continuations finished the "
+        f"release, on {len(shipped)} of the {len(refused)} tasks. On the other {len(refused) - len(shipped)}, every "
+        "sampled rollout missed the deadline: a GRPO group there differs only in how much it loses, so GRPO can "
+        "teach it to lose less, never to finish.",
+    ]
 
 
 def _cores(k: dict) -> str:

@@ -146,6 +146,9 @@ def build_config(args, output_dir: str):
         max_tool_calling_iterations=args.max_tool_calls,
         temperature=args.temperature,
         beta=args.beta,
+        # PPO-style reuse (GRPO's mu): each generated batch trains this many optimizer steps, clipped by
+        # TRL's epsilon; where generation is most of a step's cost (CPU), more learning per rollout.
+        num_iterations=args.num_iterations,
         # generation by vLLM (GRPOConfig's "Parameters that control generation acceleration powered by vLLM")
         use_vllm=vllm,
         vllm_mode=mode,
@@ -345,6 +348,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument(
+        "--num-iterations",
+        type=int,
+        default=1,
+        help="optimizer steps per generated batch (GRPO's mu; TRL's num_iterations, clipped by its epsilon)",
+    )
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
     lora = p.add_argument_group("LoRA (PEFT): only an adapter is trained and saved")

@@ -79,3 +79,55 @@ def test_warm_starts_side_by_side_differ_by_seed_and_the_best_on_validation_is_k
     warms[0]["validation"]["mean_return"]["mean"] = 0.5  # a tie keeps the lower seed
     assert pick_warm_start(warms)["seed"] == 4
     assert pick_warm_start(warms[1:]) is warms[1]
+
+
+def test_the_recovery_probe_plays_greedily_up_to_the_first_refusal_and_samples_from_there(tmp_path, monkeypatch):
+    from research import copy_model
+    from research.lm_recovery import ResampledPolicy, first_refusal
+    from training.llm_policy import LLMPolicy
+    from training.tiny_model import build_tokenizer, save
+
+    tokenizer = build_tokenizer()
+    save(tmp_path / "ck", tokenizer, copy_model.build_pointer_model(tokenizer, hidden=32, layers=1, seed=0))
+    copy_model.register()
+    seen = []
+    monkeypatch.setattr(LLMPolicy, "_generate", lambda self: seen.append(self.temperature) or {"role": "assistant"})
+    policy = ResampledPolicy(str(tmp_path / "ck"), temperature=0.9, greedy_turns=2)
+    for _ in range(2):  # a second episode starts greedy again
+        policy.begin("{}")
+        for turn in range(1, 5):  # `act` counts a turn before generating it
+            policy.turns = turn
+            policy._generate()
+    assert seen == [0.0, 0.0, 0.9, 0.9] * 2
+    steps = [{"tool": "approve_proposal"}, {"tool": "inspect_ticket", "error": "refused"}, {"tool": "x", "error": "e"}]
+    assert first_refusal({"steps": steps}) == 1
+    assert first_refusal({"steps": steps[:1]}) is None
+
+
+def test_the_report_counts_the_continuations_that_finish_and_the_tasks_where_none_does():
+    import json
+
+    from research.lm_learnability import RESULTS
+    from research.lm_report import _recovery_probe, markdown
+
+    probe = {
+        "checkpoint": "runs/x/sft",
+        "start": 100_000,
+        "tasks": 10,
+        "samples": 2,
+        "temperature": 1.0,
+        "continuations": 8,
+        "finished": 1,
+        "failed": [
+            {"first_refusal": 1, "from": {"1": [["missed_deadline", -1.85, 2]], "2": [["safe_ship", 1.15, 1]]}},
+            {"first_refusal": 3, "from": {"3": [["missed_deadline", -1.7, 2]], "4": [["missed_deadline", -2.1, 2]]}},
+            {"first_refusal": None, "from": {}},  # failed without a refused call: nothing to sample from
+        ],
+    }
+    text = " ".join(_recovery_probe({"recovery_probe": probe}))
+    assert "fails 3, 2 of them after a refused call (the first refused call is call 2 in 1, 4 in 1)" in text
+    assert "1 of 8 continuations finished the release, on 1 of the 2 tasks. On the other 1, every" in text
+    assert _recovery_probe({}) == []
+    results = json.loads(RESULTS.read_text())  # the published report carries the probe it measured
+    p = results["recovery_probe"]
+    assert f"{p['finished']} of {p['continuations']} continuations finished the release" in markdown(results)

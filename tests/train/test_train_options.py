@@ -133,6 +133,11 @@ def test_vllm_is_off_by_default_and_its_server_port_is_not_the_environment_serve
     assert "trl vllm-serve --model <same --model> --port 8001" in help_text
 
 
+def test_num_iterations_reuses_each_generated_batch_for_that_many_optimizer_steps():
+    assert train_grpo.build_config(args_of(), "out").num_iterations == 1  # TRL's default: one step per batch
+    assert train_grpo.build_config(args_of("--num-iterations", "4"), "out").num_iterations == 4
+
+
 class _NoisyReward(ReleaseOpsToolEnv):
     """The episode return plus noise: a group's rewards differ even when the untrained tiny model
     never calls a tool, so that the advantages, hence the adapter's gradients, are not zero."""
