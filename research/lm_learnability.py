@@ -136,26 +136,45 @@ def summary(episodes: list[dict]) -> dict:
     }
 
 
+# What hard-prompt mining keeps (`mine_keep`): tasks the policy does not solve (below the reference), or only
+# those whose greedy episode it does not finish (cut before the release ends: a missed deadline).
+MINE_KEEP = ("below_reference", "unfinished")
+
+
 def hard_tasks(
-    policy: str, start: int, n: int, reference: str = "planner", workers: int = 1, difficulty: str = DIFFICULTY
+    policy: str,
+    start: int,
+    n: int,
+    reference: str = "planner",
+    workers: int = 1,
+    difficulty: str = DIFFICULTY,
+    keep: str = "below_reference",
 ) -> dict:
     """Hard-prompt mining on the train split: train tasks `start`..`start + n - 1` (easy), each played once
     greedily by `policy` and by `reference`. "kept" are the tasks `policy` does not already solve: its
     return is below both a clean safe ship's (SAFE_SHIP, nothing spent) and `reference`'s, whichever is
-    higher. A solved task mostly gives a GRPO group of equal returns (in the run without mining, 31 of
+    higher; with `keep="unfinished"`, only those whose episode it does not finish. A solved task mostly
+    gives a GRPO group of equal returns (in the run without mining, 31 of
     63 steps had all 8 rollouts at one return: zero advantage, nothing learned).
     Returns {"pool": [start, start + n], "kept": [task index], "policy_mean", "reference_mean"}."""
     from releaseops_arena.rewards import SAFE_SHIP
     from training.evaluate import _LOADED
 
+    if keep not in MINE_KEEP:
+        raise ValueError(f"mine_keep={keep!r}: expected one of {', '.join(MINE_KEEP)}")
     scenarios = [task_scenario("train", i, difficulty) for i in range(start, start + n)]
     with one_thread_children():
-        own, ref = (
-            [runs[0]["episode_return"] for runs in run_episodes(name, scenarios, workers=w, progress=False)]
+        episodes, ref = (
+            [runs[0] for runs in run_episodes(name, scenarios, workers=w, progress=False)]
             for name, w in ((policy, workers), (reference, 1))
         )
     _LOADED.pop(policy, None)  # a checkpoint directory is rewritten between stages
-    kept = [start + k for k, (a, b) in enumerate(zip(own, ref)) if a < max(b, SAFE_SHIP) - 1e-9]
+    own, ref = [e["episode_return"] for e in episodes], [e["episode_return"] for e in ref]
+    kept = [
+        start + k
+        for k, (e, a, b) in enumerate(zip(episodes, own, ref))
+        if a < max(b, SAFE_SHIP) - 1e-9 and (keep == "below_reference" or not e["terminated"])
+    ]
     return {
         "pool": [start, start + n],
         "kept": kept,
@@ -256,7 +275,12 @@ def run(
     mined = None
     if cfg["mine_tasks"]:
         mined = hard_tasks(
-            checkpoint_policy(sft_dir), cfg["mine_start"], cfg["mine_tasks"], workers=procs, difficulty=difficulty
+            checkpoint_policy(sft_dir),
+            cfg["mine_start"],
+            cfg["mine_tasks"],
+            workers=procs,
+            difficulty=difficulty,
+            keep=cfg["mine_keep"],
         )
         if not mined["kept"]:
             raise SystemExit(

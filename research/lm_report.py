@@ -183,10 +183,16 @@ def _mining(results: dict) -> str:
         f", on the {m['kept']} hard train tasks of {m['pool'][1] - m['pool'][0]} mined "
         f"(tasks {m['pool'][0]}-{m['pool'][1] - 1}, {results['config'].get('difficulty', 'easy')}; those the "
         "greedy warm start does not solve: return "
-        f"below a clean safe ship's and the planner's; warm start {m['policy_mean']:.3f}, planner "
+        f"below a clean safe ship's and the planner's"
+        + ("; of those, only the ones it does not finish" if _mine_keep(results) == "unfinished" else "")
+        + f"; warm start {m['policy_mean']:.3f}, planner "
         f"{m['reference_mean']:.3f} on the pool)"
         + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else "")
     )
+
+
+def _mine_keep(results: dict) -> str:
+    return results["config"]["settings"].get("mine_keep", "below_reference")
 
 
 def _head(k: dict) -> str:

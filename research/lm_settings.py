@@ -48,6 +48,9 @@ SETTINGS = {
     # from the first `rows` train tasks).
     "mine_tasks": 160,
     "mine_start": 1500,
+    # "below_reference": every task it does not solve; "unfinished": only those whose greedy episode it does
+    # not finish (GRPO then learns to lose less there: research/lm_recovery.py says why not to finish).
+    "mine_keep": "below_reference",
     # GRPO also draws `replay` times as many of the pool's solved tasks as it has hard ones (0: the
     # hard tasks only); on hard tasks alone, GRPO learns to block with rules the risk does not allow.
     "replay": 0.0,

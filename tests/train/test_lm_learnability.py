@@ -33,6 +33,46 @@ def test_mining_keeps_the_train_tasks_the_policy_does_not_solve_and_drops_the_so
     assert rows[0]["prompt"] == prompt_messages()  # the row is one training.make_dataset writes (the brief)
 
 
+def test_mining_unfinished_keeps_only_the_episodes_the_policy_abandons():
+    from releaseops_arena.policies.base import Policy
+    from releaseops_arena.splits import task_scenario
+    from research.lm_learnability import hard_tasks
+    from training.evaluate import POLICY_FACTORIES, make_policy, register_policy, run_episodes
+
+    class Quitter(Policy):
+        """Naive, but it stops at once on some boards: the engine scores those as missed deadlines."""
+
+        name = "quitter"
+
+        def __init__(self):
+            self.inner = make_policy("naive")
+
+        def begin(self, observation: str) -> None:
+            self.quit = len(observation) % 2 == 0
+            self.inner.begin(observation)
+
+        def observe(self, text: str) -> None:
+            self.inner.observe(text)
+
+        def act(self, view):
+            return None if self.quit else self.inner.act(view)
+
+    register_policy("quitter", Quitter)
+    try:
+        start, n = 2000, 8
+        scenarios = [task_scenario("train", i, "easy") for i in range(start, start + n)]
+        abandoned = [start + k for k, r in enumerate(run_episodes("quitter", scenarios)) if not r[0]["terminated"]]
+        assert 0 < len(abandoned) < n  # both kinds of board are in the pool: the checks below are not vacuous
+        unfinished = hard_tasks("quitter", start, n, keep="unfinished")["kept"]
+        assert unfinished == abandoned
+        assert set(unfinished) <= set(hard_tasks("quitter", start, n)["kept"])
+        assert hard_tasks("naive", start, n, keep="unfinished")["kept"] == []  # naive plays every release out
+        with pytest.raises(ValueError, match="below_reference, unfinished"):
+            hard_tasks("naive", start, 1, keep="missed")
+    finally:
+        POLICY_FACTORIES.pop("quitter")
+
+
 def test_replay_adds_the_pools_first_solved_tasks_never_a_hard_one():
     from research.lm_learnability import replayed
 
