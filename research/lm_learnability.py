@@ -184,8 +184,9 @@ def hard_tasks(
 
 
 def replayed(mined: dict, replay: float) -> list[int]:
-    """The solved tasks of the mining pool GRPO replays beside the hard ones: `replay` times as many as
-    there are hard ones (rounded, at most every solved task), the first in pool order."""
+    """The tasks of the mining pool GRPO replays beside the kept ones: `replay` times as many as there are
+    kept ones (rounded, at most every other task), the first in pool order. With mine_keep "below_reference"
+    these are the solved tasks; with "unfinished", every finished one, below the planner or not."""
     hard = set(mined["kept"])
     solved = [t for t in range(*mined["pool"]) if t not in hard]
     return solved[: round(replay * len(mined["kept"]))]
@@ -535,7 +536,12 @@ def main(argv: list[str] | None = None) -> None:
         key, _, value = item.partition("=")
         if key not in SETTINGS or not value:
             parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)}")
-        settings[key] = json.loads(value)
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:  # a bare word: mine_keep=unfinished
+            settings[key] = value
+    if settings["mine_keep"] not in MINE_KEEP:  # before minutes of warm start, not at the mining
+        parser.error(f"--set mine_keep={settings['mine_keep']!r}: expected one of {', '.join(MINE_KEEP)}")
     results = run(args.minutes, args.out, args.seed, args.n_eval, settings, args.difficulty)
     results["command"] = "python -m research.lm_learnability " + " ".join(sys.argv[1:] if argv is None else argv)
     # Earlier runs' rows are kept: the table lists every variant tried, this run's rows last.

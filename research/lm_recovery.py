@@ -22,22 +22,30 @@ from releaseops_arena.splits import task_scenario
 from research import copy_model
 from training.llm_policy import LLMPolicy
 
+SHIPPED = ("safe_ship", "unsafe_ship")  # the release ended by a ship decision
 START = 100_000  # the warm-start selection's validation tasks (research.lm_settings select_start)
 
 
 class ResampledPolicy(LLMPolicy):
-    """Greedy for the first `greedy_turns` model turns of an episode, sampled at `temperature` from then on."""
+    """Greedy until the episode has made `greedy_calls` calls, sampled at `temperature` from the turn after.
+    Calls, not model turns, are counted (a result is observed per call), so the switch lands on the call
+    index `first_refusal` gives when the model makes one call a turn, as the warm start's episodes teach it;
+    a refusal in the middle of a several-call turn is resampled from the next turn."""
 
-    def __init__(self, checkpoint: str, temperature: float, greedy_turns: int = 10**9):
+    def __init__(self, checkpoint: str, temperature: float, greedy_calls: int = 10**9):
         super().__init__(checkpoint)
-        self.sample_temperature, self.greedy_turns = temperature, greedy_turns
+        self.sample_temperature, self.greedy_calls = temperature, greedy_calls
 
     def begin(self, observation: str) -> None:
         super().begin(observation)
-        self.temperature, self.stochastic = 0.0, False
+        self.temperature, self.stochastic, self.calls = 0.0, False, 0
+
+    def observe(self, text: str) -> None:
+        super().observe(text)
+        self.calls += 1
 
     def _generate(self) -> dict:
-        if self.turns > self.greedy_turns:  # `act` counts this turn before generating it
+        if self.calls >= self.greedy_calls:
             self.temperature, self.stochastic = self.sample_temperature, True
         return super()._generate()
 
@@ -57,17 +65,20 @@ def probe(
     seed: int = 0,
 ) -> dict:
     """The greedy failures among train tasks `start`..`start + n - 1` and their sampled continuations:
-    {"checkpoint", "start", "tasks": n, "samples", "temperature", "continuations", "finished",
-     "failed": [{"task", "outcome", "return", "first_refusal", "from": {call: [[outcome, return, count]]}}]}."""
+    {"checkpoint", "start", "tasks": n, "samples", "temperature", "continuations", "finished", "prefix_drift",
+     "failed": [{"task", "outcome", "return", "first_refusal", "from": {call: [[outcome, return, count]]}}]}.
+    "finished": continuations that ship (safe or not: the release ended by a decision, not by its deadline);
+    "prefix_drift": continuations whose greedy calls before the switch differ from the greedy episode's (the
+    cache replays them; a near-tie could tip one), which should be 0."""
     import torch
 
     copy_model.register()
     torch.manual_seed(seed)
     policy = ResampledPolicy(checkpoint, temperature)
-    failed, continuations, finished = [], 0, 0
+    failed, continuations, finished, drift = [], 0, 0, 0
     for task in range(start, start + n):
         scenario = task_scenario("train", task, difficulty)
-        policy.greedy_turns = 10**9
+        policy.greedy_calls = 10**9
         greedy = play(policy, scenario)
         if greedy["metrics"]["outcome"] == "safe_ship":
             continue
@@ -80,12 +91,13 @@ def probe(
             "from": {},
         }
         for call in [] if first is None else [first, first + 1]:
-            policy.greedy_turns = call
+            policy.greedy_calls = call
             ends = Counter()
             for _ in range(samples):
                 run = play(policy, scenario)
                 ends[(run["metrics"]["outcome"], round(run["return"], 2))] += 1
-                finished += bool(run["metrics"]["terminated"])
+                finished += run["metrics"]["outcome"] in SHIPPED
+                drift += run["steps"][:call] != greedy["steps"][:call]
                 continuations += 1
             row["from"][call] = [[outcome, ret, count] for (outcome, ret), count in ends.most_common()]
         failed.append(row)
@@ -97,6 +109,7 @@ def probe(
         "temperature": temperature,
         "continuations": continuations,
         "finished": finished,
+        "prefix_drift": drift,
         "failed": failed,
     }
 

@@ -109,7 +109,13 @@ def _recovery_probe(results: dict) -> list[str]:
     failed = p["failed"]
     refused = [f for f in failed if f["first_refusal"] is not None]
     at = Counter(f["first_refusal"] + 1 for f in refused)
-    shipped = [f for f in refused if any(row[0] != "missed_deadline" for rows in f["from"].values() for row in rows)]
+
+    def ships(f: dict) -> int:  # continuations that ended the release by a ship decision, safe or not
+        return sum(row[2] for rows in f["from"].values() for row in rows if row[0] in ("safe_ship", "unsafe_ship"))
+
+    shipped = [f for f in refused if ships(f)]
+    sampled = sum(row[2] for f in refused for rows in f["from"].values() for row in rows)
+    drift = p.get("prefix_drift")
     return [
         "",
         f"Can GRPO's sampling recover where the greedy warm start fails (`python -m research.lm_recovery "
@@ -118,10 +124,12 @@ def _recovery_probe(results: dict) -> list[str]:
         f"warm start fails {len(failed)}, {len(refused)} of them after a refused call (the first refused call is call "
         + ", ".join(f"{call} in {n}" for call, n in sorted(at.items()))
         + f"). Sampled at temperature {p['temperature']} from each one's first refused call and from the call after "
-        f"it ({p['samples']} continuations each), {p['finished']} of {p['continuations']} continuations finished the "
-        f"release, on {len(shipped)} of the {len(refused)} tasks. On the other {len(refused) - len(shipped)}, every "
-        "sampled rollout missed the deadline: a GRPO group there differs only in how much it loses, so GRPO can "
-        "teach it to lose less, never to finish.",
+        f"it ({p['samples']} continuations each, the calls before greedy"
+        + (f"; {drift} of them strayed from the greedy episode before the switch" if drift is not None else "")
+        + f"), {sum(map(ships, refused))} of {sampled} continuations finished the release with a ship, on "
+        f"{len(shipped)} of the {len(refused)} tasks. On the other {len(refused) - len(shipped)}, none of the "
+        f"{2 * p['samples']} continuations did: a GRPO group on such a task most likely differs only in how much "
+        "it loses, which teaches the model to lose less, not to finish.",
     ]
 
 
@@ -187,7 +195,13 @@ def _mining(results: dict) -> str:
         + ("; of those, only the ones it does not finish" if _mine_keep(results) == "unfinished" else "")
         + f"; warm start {m['policy_mean']:.3f}, planner "
         f"{m['reference_mean']:.3f} on the pool)"
-        + (f" and {m['replayed']} of the solved ones replayed beside them" if m.get("replayed") else "")
+        + (
+            f" and {m['replayed']} of the "
+            + ("others" if _mine_keep(results) == "unfinished" else "solved ones")
+            + " replayed beside them"
+            if m.get("replayed")
+            else ""
+        )
     )
 
 

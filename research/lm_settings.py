@@ -49,7 +49,8 @@ SETTINGS = {
     "mine_tasks": 160,
     "mine_start": 1500,
     # "below_reference": every task it does not solve; "unfinished": only those whose greedy episode it does
-    # not finish (GRPO then learns to lose less there: research/lm_recovery.py says why not to finish).
+    # not finish (GRPO then learns to lose less there: research/lm_recovery.py says why not to finish), and
+    # `replay` then draws from every other task of the pool, finished but below the planner included.
     "mine_keep": "below_reference",
     # GRPO also draws `replay` times as many of the pool's solved tasks as it has hard ones (0: the
     # hard tasks only); on hard tasks alone, GRPO learns to block with rules the risk does not allow.

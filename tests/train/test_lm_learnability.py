@@ -132,12 +132,13 @@ def test_the_recovery_probe_plays_greedily_up_to_the_first_refusal_and_samples_f
     copy_model.register()
     seen = []
     monkeypatch.setattr(LLMPolicy, "_generate", lambda self: seen.append(self.temperature) or {"role": "assistant"})
-    policy = ResampledPolicy(str(tmp_path / "ck"), temperature=0.9, greedy_turns=2)
+    policy = ResampledPolicy(str(tmp_path / "ck"), temperature=0.9, greedy_calls=2)
+    policy.last_tool = "approve_proposal"
     for _ in range(2):  # a second episode starts greedy again
         policy.begin("{}")
-        for turn in range(1, 5):  # `act` counts a turn before generating it
-            policy.turns = turn
+        for _call in range(4):  # each call's result is observed before the next turn
             policy._generate()
+            policy.observe("ok")
     assert seen == [0.0, 0.0, 0.9, 0.9] * 2
     steps = [{"tool": "approve_proposal"}, {"tool": "inspect_ticket", "error": "refused"}, {"tool": "x", "error": "e"}]
     assert first_refusal({"steps": steps}) == 1
@@ -156,7 +157,7 @@ def test_the_report_counts_the_continuations_that_finish_and_the_tasks_where_non
         "tasks": 10,
         "samples": 2,
         "temperature": 1.0,
-        "continuations": 8,
+        "continuations": 7,
         "finished": 1,
         "failed": [
             {"first_refusal": 1, "from": {"1": [["missed_deadline", -1.85, 2]], "2": [["safe_ship", 1.15, 1]]}},
@@ -166,8 +167,32 @@ def test_the_report_counts_the_continuations_that_finish_and_the_tasks_where_non
     }
     text = " ".join(_recovery_probe({"recovery_probe": probe}))
     assert "fails 3, 2 of them after a refused call (the first refused call is call 2 in 1, 4 in 1)" in text
-    assert "1 of 8 continuations finished the release, on 1 of the 2 tasks. On the other 1, every" in text
+    assert "1 of 7 continuations finished the release with a ship, on 1 of the 2 tasks" in text
+    assert "On the other 1, none of the 4 continuations did" in text
     assert _recovery_probe({}) == []
     results = json.loads(RESULTS.read_text())  # the published report carries the probe it measured
     p = results["recovery_probe"]
-    assert f"{p['finished']} of {p['continuations']} continuations finished the release" in markdown(results)
+    # the probe's own count and the report's, recounted from the outcomes it kept, agree
+    text = markdown(results)
+    assert f"{p['finished']} of {p['continuations']} continuations finished the release with a ship" in text
+    assert f"{p['prefix_drift']} of them strayed from the greedy episode" in text
+
+
+def test_set_takes_a_bare_word_and_refuses_an_unknown_mining_rule_before_any_training(monkeypatch, capsys):
+    from research import lm_learnability
+
+    seen = {}
+
+    def fake_run(minutes, out, seed, n_eval, settings, difficulty):
+        seen.update(settings)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(lm_learnability, "run", fake_run)
+    with pytest.raises(SystemExit):
+        lm_learnability.main(["--preset", "published", "--set", "mine_keep=unfinished", "mine_tasks=340"])
+    assert seen["mine_keep"] == "unfinished" and seen["mine_tasks"] == 340
+    seen.clear()
+    with pytest.raises(SystemExit) as stop:
+        lm_learnability.main(["--set", "mine_keep=missed"])
+    assert stop.value.code == 2 and not seen  # refused by the parser: nothing ran
+    assert "expected one of below_reference, unfinished" in capsys.readouterr().err
