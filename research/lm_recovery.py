@@ -17,12 +17,13 @@ import argparse
 import json
 from collections import Counter
 
+from releaseops_arena.catalog import OUTCOMES
 from releaseops_arena.policies import play
 from releaseops_arena.splits import task_scenario
 from research import copy_model
 from training.llm_policy import LLMPolicy
 
-SHIPPED = ("safe_ship", "unsafe_ship")  # the release ended by a ship decision
+SHIPPED = tuple(o for o in OUTCOMES if o != "missed_deadline")  # the release ended by a ship decision
 START = 100_000  # the warm-start selection's validation tasks (research.lm_settings select_start)
 
 

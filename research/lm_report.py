@@ -103,6 +103,8 @@ def _recovery_probe(results: dict) -> list[str]:
     warm start fails? A group whose every rollout fails has nothing to reinforce but failing less expensively."""
     from collections import Counter
 
+    from releaseops_arena.catalog import OUTCOMES
+
     p = results.get("recovery_probe")
     if not p:
         return []
@@ -110,8 +112,10 @@ def _recovery_probe(results: dict) -> list[str]:
     refused = [f for f in failed if f["first_refusal"] is not None]
     at = Counter(f["first_refusal"] + 1 for f in refused)
 
-    def ships(f: dict) -> int:  # continuations that ended the release by a ship decision, safe or not
-        return sum(row[2] for rows in f["from"].values() for row in rows if row[0] in ("safe_ship", "unsafe_ship"))
+    shipped_outcomes = [o for o in OUTCOMES if o != "missed_deadline"]  # the release ended by a ship decision
+
+    def ships(f: dict) -> int:
+        return sum(row[2] for rows in f["from"].values() for row in rows if row[0] in shipped_outcomes)
 
     shipped = [f for f in refused if ships(f)]
     sampled = sum(row[2] for f in refused for rows in f["from"].values() for row in rows)
