@@ -75,18 +75,24 @@ RESULTS = Path("research/results/lm_learnability.json")
 
 
 def warm_conversations(
-    policy: str, n: int, seed: int = 0, recovery: float = 0.0, difficulty: str = DIFFICULTY
+    policy: str,
+    n: int,
+    seed: int = 0,
+    recovery: float = 0.0,
+    difficulty: str = DIFFICULTY,
+    recovery_calls: float = 0.0,
 ) -> list[list[dict]]:
     """The safe-ship episodes among `n` train episodes of `policy` (easy), collected in OpenEnv's format,
     loaded back, each closed by the turn that ends TRL's tool loop (`sft_warmup.closed`). With
     `recovery`, that share of the blocks is first tried with a wrong rule, refused by the engine
-    (`research/recovery.py`; the same conversation format, the refused turns not learned from)."""
+    (`research/recovery.py`; the same conversation format, the refused turns not learned from), and with
+    `recovery_calls` that share of the approvals and inspections with a wrong tool or argument."""
     from training.sft_warmup import closed
 
-    if recovery:
+    if recovery or recovery_calls:
         from .recovery import stumbling_conversations
 
-        return [closed(m) for m in stumbling_conversations(policy, "train", n, difficulty, recovery)]
+        return [closed(m) for m in stumbling_conversations(policy, "train", n, difficulty, recovery, recovery_calls)]
     with tempfile.TemporaryDirectory() as tmp:
         collect(policy, "train", n, Path(tmp), difficulty, progress=False)
         return [closed(m) for m in load_conversations(Path(tmp))]
@@ -247,7 +253,9 @@ def run(
     base = build_base(out_dir / "base", cfg, seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
     lap("build")
-    conversations = warm_conversations(cfg["warm_policy"], cfg["warm_episodes"], seed, cfg["recovery"], difficulty)
+    conversations = warm_conversations(
+        cfg["warm_policy"], cfg["warm_episodes"], seed, cfg["recovery"], difficulty, cfg["recovery_calls"]
+    )
     lap("collect")
     jobs = [(s, out_dir, cfg, conversations, cfg["sft_share"] * minutes, procs > 1) for s in seeds]
     if len(jobs) == 1:

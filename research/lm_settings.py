@@ -30,6 +30,9 @@ SETTINGS = {
     # The share of the warm-start episodes' blocks first tried with a wrong rule, which the engine
     # refuses (recovery.py): the warm start sees how to recover from an error, and learns only that.
     "recovery": 0.0,
+    # The share of its approvals and inspections first tried with a wrong tool or argument (recovery.py):
+    # the refusals research/lm_recovery.py finds the warm start failing after.
+    "recovery_calls": 0.0,
     # GRPO with TRL's environment_factory; `beta` keeps a KL term to the warm start.
     "num_generations": 8,
     "batch_size": 8,

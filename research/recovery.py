@@ -10,6 +10,14 @@ does not apply to p2 (risk: payments); cite one of: S2") and the wrapped policy'
 own call follows. The refused turn is kept in the conversation but never learned
 from (`sft_warmup.encode` masks every assistant turn the environment refused), so
 the warm start learns the recovery, not the mistake.
+
+A warm start trained on wrong-rule stumbles alone still fails after the other
+refusals it makes: an inspection with the tool of another artifact kind, or an
+argument the tool does not take (`research/lm_recovery.py` finds them). With
+`call_rate`, that share of the approvals and inspections is first tried that way:
+an inspection with another inspect tool (the engine: "pr_445 is a pr, not a
+ci_run; ...") or under the argument name `proposal_id`, an approval with a
+`rule_id` it does not take ("unexpected argument 'rule_id'; usage: ...").
 """
 
 from __future__ import annotations
@@ -22,15 +30,20 @@ from releaseops_arena.splits import task_scenario
 from training.collect import conversation
 
 RULES = ("S1", "S2", "S3")
+# The inspect tools and the argument each takes: a stumble swaps one for another.
+INSPECT = {"inspect_pr_diff": "pr_id", "inspect_ci_run": "run_id", "inspect_ticket": "ticket_id"}
 
 
 class Stumbling(Policy):
-    """`inner`'s calls, each block first tried with a rule it may not cite with probability `rate`."""
+    """`inner`'s calls, each block first tried with a rule it may not cite with probability `rate`, and each
+    approval or inspection first tried with a wrong tool or argument with probability `call_rate`."""
 
-    def __init__(self, inner: Policy, rate: float, seed: int = 0):
-        if not 0 <= rate <= 1:
-            raise ValueError(f"rate must be in 0..1, not {rate!r}")
-        self.inner, self.rate, self.stumble_rng = inner, rate, random.Random(seed)
+    def __init__(self, inner: Policy, rate: float, seed: int = 0, call_rate: float = 0.0):
+        for name, value in (("rate", rate), ("call_rate", call_rate)):
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in 0..1, not {value!r}")
+        self.inner, self.rate, self.call_rate = inner, rate, call_rate
+        self.stumble_rng = random.Random(seed)
         self.name = f"stumbling-{inner.name}"
         self.privileged = inner.privileged  # `play` hands a privileged policy the truth reader: pass it on
         self.pending: tuple[str, dict] | None = None
@@ -55,7 +68,23 @@ class Stumbling(Policy):
             if wrong:
                 self.pending = call
                 return "block_proposal", {**call[1], "rule_id": self.stumble_rng.choice(wrong)}
+        # Drawn only when call_rate is set: the wrong-rule-only episodes stay the ones they were.
+        elif call and self.call_rate and call[0] in (*INSPECT, "approve_proposal"):
+            if self.stumble_rng.random() < self.call_rate:
+                self.pending = call
+                return self._miscalled(call)
         return call
+
+    def _miscalled(self, call: tuple[str, dict]) -> tuple[str, dict]:
+        """`call` with a tool or an argument the engine refuses."""
+        tool, args = call
+        if tool == "approve_proposal":
+            return tool, {**args, "rule_id": self.stumble_rng.choice(RULES)}
+        (value,) = args.values()
+        if self.stumble_rng.random() < 0.5:
+            other = self.stumble_rng.choice([t for t in INSPECT if t != tool])
+            return other, {INSPECT[other]: value}
+        return tool, {"proposal_id": value}
 
 
 def _allowed(view, proposal_id: str) -> list[str]:
@@ -63,12 +92,15 @@ def _allowed(view, proposal_id: str) -> list[str]:
     return rules_for(proposal) if proposal else list(RULES)
 
 
-def stumbling_conversations(policy: str, split: str, n: int, difficulty: str, rate: float) -> list[list[dict]]:
+def stumbling_conversations(
+    policy: str, split: str, n: int, difficulty: str, rate: float, call_rate: float = 0.0
+) -> list[list[dict]]:
     """The conversations (TRL's tool-loop format) of the safe ships among `n` episodes of `policy` on
-    tasks 0..n-1 of `split`, with `Stumbling` blocks at `rate`."""
+    tasks 0..n-1 of `split`, with `Stumbling` blocks at `rate` and approvals and inspections at `call_rate`."""
     out = []
     for i in range(n):
-        run = play(Stumbling(POLICIES[policy](), rate, seed=i), task_scenario(split, i, difficulty), rng_seed=i * 7919)
+        stumbling = Stumbling(POLICIES[policy](), rate, seed=i, call_rate=call_rate)
+        run = play(stumbling, task_scenario(split, i, difficulty), rng_seed=i * 7919)
         if run["metrics"]["outcome"] == "safe_ship":
             out.append(conversation(run))
     return out
