@@ -60,6 +60,51 @@ def test_recovery_episodes_show_a_refused_block_then_the_right_rule_and_only_the
     assert all((call in learned) != drop for call, drop in zip(calls, flags))  # the retry learned, the mistake not
 
 
+def test_wrong_call_recovery_episodes_show_a_refused_approval_or_inspection_then_the_same_call_done_right():
+    from research.lm_learnability import warm_conversations
+    from research.recovery import INSPECT
+    from training.sft_warmup import refused
+
+    plain = warm_conversations("planner", 12)
+    # Blocks never stumble here: every refusal is an approval or an inspection tried wrong.
+    conversations = warm_conversations("planner", 12, recovery_calls=1.0)
+    assert len(conversations) == len(plain)  # a refused call costs a penalty, not the safe ship
+    seen = set()
+    for c in conversations:
+        flags = refused(c)
+        names = [
+            m["tool_calls"][0]["function"]["name"] if m.get("tool_calls") else None
+            for m in c
+            if m["role"] == "assistant"
+        ]
+        done_right = [n for n, f in zip(names, flags) if not f and n in (*INSPECT, "approve_proposal")]
+        assert sum(flags) == len(done_right) > 0  # each approval and inspection: once refused, then right
+        for k, m in enumerate(c):
+            if m["role"] != "assistant" or not m.get("tool_calls") or not refused(c[: k + 2])[-1]:
+                continue
+            wrong, error = m["tool_calls"][0]["function"], c[k + 1]["content"]
+            right = c[k + 2]["tool_calls"][0]["function"]
+            assert not refused(c[: k + 4])[-1]  # the retry the engine accepts
+            if right["name"] == "approve_proposal":
+                seen.add("approve")
+                assert wrong["arguments"]["proposal_id"] == right["arguments"]["proposal_id"]
+                assert "unexpected argument 'rule_id'; usage: approve_proposal(proposal_id)" in error
+            elif wrong["name"] == right["name"]:
+                seen.add("argument")
+                assert right["name"] in INSPECT and list(wrong["arguments"]) == ["proposal_id"]
+                assert f"usage: {right['name']}({INSPECT[right['name']]})" in error
+            else:
+                seen.add("tool")
+                (value,) = right["arguments"].values()
+                assert wrong["name"] in INSPECT and wrong["arguments"] == {INSPECT[wrong["name"]]: value}
+                assert f"{value} is a " in error  # the engine names the artifact's kind
+    assert seen == {"approve", "argument", "tool"}
+    # without recovery_calls only blocks stumble (the published recipe's episodes)
+    for c in warm_conversations("planner", 12, recovery=1.0):
+        turns = [m for m in c if m["role"] == "assistant"]
+        assert all(m["tool_calls"][0]["function"]["name"] == "block_proposal" for m, f in zip(turns, refused(c)) if f)
+
+
 def _proposals(text: str) -> list[dict]:
     import json
 
