@@ -145,6 +145,10 @@ def build_config(args, output_dir: str):
         max_completion_length=args.max_completion_length,
         max_tool_calling_iterations=args.max_tool_calls,
         temperature=args.temperature,
+        # Truncated sampling: a rollout leaves the argmax only where the model weighs another token (TRL's
+        # defaults, 0 and None, sample from the whole vocabulary).
+        top_k=args.top_k,
+        min_p=args.min_p,
         beta=args.beta,
         # PPO-style reuse (GRPO's mu): each generated batch trains this many optimizer steps, clipped by
         # TRL's epsilon; where generation is most of a step's cost (CPU), more learning per rollout.
@@ -348,6 +352,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens (0: all)")
+    p.add_argument(
+        "--min-p",
+        type=float,
+        default=None,
+        help="sample among tokens at least this share of the likeliest's probability",
+    )
     p.add_argument(
         "--num-iterations",
         type=int,

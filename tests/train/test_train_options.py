@@ -282,3 +282,15 @@ def test_the_remote_env_factory_pickles_and_an_unpickled_copy_plays_in_a_spawned
     assert played and closed == 1
     assert factory.close() == 1  # the parent's session is still the parent's to close
     pickle.dumps(kwargs)  # reward function and factory together, as TRL checks before spawning
+
+
+def test_truncated_sampling_options_reach_trls_generation_and_default_to_the_whole_vocabulary():
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    plain = train_grpo.build_config(args_of(), "out")
+    assert (plain.top_k, plain.min_p) == (defaults["top_k"], defaults["min_p"])  # TRL's own sampling, unchanged
+    cut = train_grpo.build_config(args_of("--top-k", "3", "--min-p", "0.1"), "out")
+    assert (cut.top_k, cut.min_p) == (3, 0.1)
