@@ -8,12 +8,7 @@ from __future__ import annotations
 
 def variant_row(name: str, note: str, m: dict, measured_with: str) -> dict:
     """A row of the variants table from a SUMMARY (valid calls, finished, calls/episode, return)."""
-    bad = m["invalid_rate"]
-    valid = (
-        "no calls"
-        if not bad["n"]
-        else _pct({"rate": 1 - bad["rate"], "ci95": [1 - bad["ci95"][1], 1 - bad["ci95"][0]]})
-    )
+    valid = "no calls" if not m["invalid_rate"]["n"] else _pct(_valid(m))
     return {
         "name": name,
         "note": note,
@@ -87,6 +82,7 @@ def markdown(results: dict) -> str:
         + (" (calls per episode fell under half)" if results["calls_collapse"] else "")
         + ".",
     ]
+    lines += _replicates(results)
     lines += _recovery_probe(results)
     if results.get("examples"):
         lines += [
@@ -96,6 +92,43 @@ def markdown(results: dict) -> str:
             *examples_markdown(results["examples"]),
         ]
     return "\n".join(lines + [""] + _variants(results))
+
+
+def _replicates(results: dict) -> list[str]:
+    """The same recipe run again with other seeds, on the same held-out tasks: how much of the result is the
+    recipe and how much the warm start it happened to draw."""
+
+    def ret(m: dict) -> float:
+        return m["mean_return"]["mean"]
+
+    lines = []
+    published = results["eval"]["warm start (SFT)"], results["eval"]["SFT + GRPO"]
+    for r in results.get("replicates", []):
+        before, after = r["warm start (SFT)"], r["SFT + GRPO"]
+        apart = after["mean_return"]["ci95"][0] > before["mean_return"]["ci95"][1]
+        # Is the result the recipe's or its draw? Compare the warm starts' spread with what GRPO moved.
+        spread = abs(ret(before) - ret(published[0]))
+        moved = max(abs(ret(after) - ret(before)), abs(ret(published[1]) - ret(published[0])))
+        lines += [
+            "",
+            f"The same recipe with seed {r['seed']} (`{r['command']}`), on the same held-out tasks: warm start "
+            f"{_mean(before['mean_return'])} (valid calls {100 * _valid(before)['rate']:.1f}%, missed deadlines "
+            f"{100 * before['missed_deadline']['rate']:.1f}%), after GRPO {_mean(after['mean_return'])}, intervals "
+            + ("apart" if apart else "overlapping")
+            + "."
+            + (
+                f" The two warm starts differ by {spread:.3f}, GRPO moved either by at most {moved:.3f}: the "
+                "result depends on the warm start drawn more than on GRPO."
+                if spread > moved
+                else ""
+            ),
+        ]
+    return lines
+
+
+def _valid(m: dict) -> dict:
+    bad = m["invalid_rate"]
+    return {"rate": 1 - bad["rate"], "ci95": [1 - bad["ci95"][1], 1 - bad["ci95"][0]]}
 
 
 def _recovery_probe(results: dict) -> list[str]:

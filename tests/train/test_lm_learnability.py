@@ -196,3 +196,26 @@ def test_set_takes_a_bare_word_and_refuses_an_unknown_mining_rule_before_any_tra
         lm_learnability.main(["--set", "mine_keep=missed"])
     assert stop.value.code == 2 and not seen  # refused by the parser: nothing ran
     assert "expected one of below_reference, unfinished" in capsys.readouterr().err
+
+
+def test_a_replicate_of_the_recipe_is_rendered_from_its_numbers_and_says_when_the_draw_outweighs_grpo():
+    import copy
+    import json
+
+    from research.lm_learnability import RESULTS
+    from research.lm_report import _replicates, markdown
+
+    results = json.loads(RESULTS.read_text())
+    (rep,) = results["replicates"]  # the published report carries its replicate
+    text = markdown(results)
+    before, after = rep["warm start (SFT)"]["mean_return"], rep["SFT + GRPO"]["mean_return"]
+    assert f"The same recipe with seed {rep['seed']} (`{rep['command']}`)" in text
+    assert f"warm start {before['mean']:.3f} [{before['ci95'][0]:.3f}, {before['ci95'][1]:.3f}]" in text
+    assert f"after GRPO {after['mean']:.3f} [{after['ci95'][0]:.3f}, {after['ci95'][1]:.3f}]" in text
+    # a replicate whose warm start lands where the published one did carries no claim about the draw
+    same = copy.deepcopy(results)
+    same["replicates"][0]["warm start (SFT)"] = same["eval"]["warm start (SFT)"]
+    same["replicates"][0]["SFT + GRPO"] = same["eval"]["SFT + GRPO"]
+    (line,) = [x for x in _replicates(same) if x]
+    assert "depends on the warm start drawn" not in line and "intervals overlapping" in line
+    assert _replicates({"eval": results["eval"]}) == []
