@@ -105,7 +105,8 @@ def _replicates(results: dict) -> list[str]:
     published = results["eval"]["warm start (SFT)"], results["eval"]["SFT + GRPO"]
     for r in results.get("replicates", []):
         before, after = r["warm start (SFT)"], r["SFT + GRPO"]
-        apart = after["mean_return"]["ci95"][0] > before["mean_return"]["ci95"][1]
+        lo, hi = after["mean_return"]["ci95"]
+        apart = lo > before["mean_return"]["ci95"][1] or hi < before["mean_return"]["ci95"][0]
         # Is the result the recipe's or its draw? Compare the warm starts' spread with what GRPO moved.
         spread = abs(ret(before) - ret(published[0]))
         moved = max(abs(ret(after) - ret(before)), abs(ret(published[1]) - ret(published[0])))

@@ -19,10 +19,8 @@ an inspection with another inspect tool (the engine: "pr_445 is a pr, not a
 ci_run; ...") or under the argument name `proposal_id`, an approval with a
 `rule_id` it does not take ("unexpected argument 'rule_id'; usage: ...").
 Measured, that made the warm start worse (call_rate 0.2: invalid calls 4.3% ->
-10.5% on held-out tasks; docs/learnability.md's variants table): most of its
-refused calls then put one tool's argument name on another, the kind of wrong call
-these episodes show in context (never as a learned target). The published recipe
-keeps call_rate 0.
+10.5% on held-out tasks; docs/learnability.md's variants table). The published
+recipe keeps call_rate 0.
 """
 
 from __future__ import annotations
