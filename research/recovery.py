@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 
+from releaseops_arena.catalog import ARTIFACT_KINDS
 from releaseops_arena.policies import POLICIES, Policy, play
 from releaseops_arena.policies.base import rules_for
 from releaseops_arena.splits import task_scenario
@@ -34,7 +35,7 @@ from training.collect import conversation
 
 RULES = ("S1", "S2", "S3")
 # The inspect tools and the argument each takes: a stumble swaps one for another.
-INSPECT = {"inspect_pr_diff": "pr_id", "inspect_ci_run": "run_id", "inspect_ticket": "ticket_id"}
+INSPECT = {a.tool: a.argument for a in ARTIFACT_KINDS}
 
 
 class Stumbling(Policy):

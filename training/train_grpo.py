@@ -132,6 +132,10 @@ def build_config(args, output_dir: str):
         raise ValueError("--push-to-hub pushes what is saved: drop --no-save")
     if args.eval_split and args.eval_steps < 1:
         raise ValueError("--eval-steps must be at least 1")
+    if args.top_k < 0:
+        raise ValueError(f"--top-k must be 0 (every token) or more, not {args.top_k}")
+    if args.min_p is not None and not 0 < args.min_p <= 1:
+        raise ValueError(f"--min-p must be in (0, 1], not {args.min_p}")
     from urllib.parse import urlsplit
 
     vllm_port = urlsplit(args.vllm_server_url).port

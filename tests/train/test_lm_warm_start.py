@@ -100,7 +100,9 @@ def test_wrong_call_recovery_episodes_show_a_refused_approval_or_inspection_then
                 assert f"{value} is a " in error  # the engine names the artifact's kind
     assert seen == {"approve", "argument", "tool"}
     # without recovery_calls only blocks stumble (the published recipe's episodes)
-    for c in warm_conversations("planner", 12, recovery=1.0):
+    blocks_only = warm_conversations("planner", 12, recovery=1.0)
+    assert any(any(refused(c)) for c in blocks_only)
+    for c in blocks_only:
         turns = [m for m in c if m["role"] == "assistant"]
         assert all(m["tool_calls"][0]["function"]["name"] == "block_proposal" for m, f in zip(turns, refused(c)) if f)
 

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import pickle
 import random
+import re
 
 import pytest
 
@@ -294,3 +295,6 @@ def test_truncated_sampling_options_reach_trls_generation_and_default_to_the_who
     assert (plain.top_k, plain.min_p) == (defaults["top_k"], defaults["min_p"])  # TRL's own sampling, unchanged
     cut = train_grpo.build_config(args_of("--top-k", "3", "--min-p", "0.1"), "out")
     assert (cut.top_k, cut.min_p) == (3, 0.1)
+    for bad, valid in ((("--top-k", "-1"), "0 (every token) or more"), (("--min-p", "1.5"), "in (0, 1]")):
+        with pytest.raises(ValueError, match=re.escape(valid)):  # refused before any model is loaded
+            train_grpo.build_config(args_of(*bad), "out")
