@@ -136,6 +136,8 @@ def build_config(args, output_dir: str):
         raise ValueError(f"--top-k must be 0 (every token) or more, not {args.top_k}")
     if args.min_p is not None and not 0 < args.min_p <= 1:
         raise ValueError(f"--min-p must be in (0, 1], not {args.min_p}")
+    if args.save_steps is not None and (args.save_steps < 1 or args.no_save):
+        raise ValueError("--save-steps must be at least 1, and saves nothing with --no-save")
     from urllib.parse import urlsplit
 
     vllm_port = urlsplit(args.vllm_server_url).port
@@ -176,7 +178,9 @@ def build_config(args, output_dir: str):
         num_completions_to_print=args.num_completions_to_print,
         logging_steps=1,
         save_strategy="no" if args.no_save else "steps",
-        save_steps=max(1, args.steps),
+        # Without --save-steps only the final model is saved (into output_dir). With it, also a
+        # checkpoint-<step>/ every that many steps, to pick from on validation after the run.
+        save_steps=args.save_steps or max(1, args.steps),
         push_to_hub=args.push_to_hub,
         hub_model_id=args.hub_model_id,
         hub_private_repo=args.hub_private or None,
@@ -431,6 +435,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu", action="store_true", help="train on CPU (fp32)")
     p.add_argument("--no-think", action="store_true", help="render prompts with enable_thinking=False")
     p.add_argument("--no-save", action="store_true")
+    p.add_argument(
+        "--save-steps",
+        type=int,
+        default=None,
+        help="also save a checkpoint-<step>/ every this many steps (default: only the final model)",
+    )
     p.add_argument("--report-to", default="none")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output-dir", default="runs/grpo")

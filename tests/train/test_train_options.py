@@ -298,3 +298,12 @@ def test_truncated_sampling_options_reach_trls_generation_and_default_to_the_who
     for bad, valid in ((("--top-k", "-1"), "0 (every token) or more"), (("--min-p", "1.5"), "in (0, 1]")):
         with pytest.raises(ValueError, match=re.escape(valid)):  # refused before any model is loaded
             train_grpo.build_config(args_of(*bad), "out")
+
+
+def test_save_steps_keeps_checkpoints_along_the_run_and_defaults_to_the_final_model_only():
+    assert train_grpo.build_config(args_of("--steps", "40"), "out").save_steps == 40  # the final model only
+    every = train_grpo.build_config(args_of("--steps", "40", "--save-steps", "10"), "out")
+    assert (every.save_strategy, every.save_steps) == ("steps", 10)
+    for bad in (("--save-steps", "0"), ("--save-steps", "5", "--no-save")):
+        with pytest.raises(ValueError, match="--save-steps must be at least 1"):
+            train_grpo.build_config(args_of(*bad), "out")
