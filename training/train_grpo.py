@@ -329,7 +329,10 @@ def train(args, clock=None) -> dict:
         (Path(args.output_dir) / "log_history.json").write_text(json.dumps(history, indent=1))
         (Path(args.output_dir) / "run.json").write_text(json.dumps(run_record(args, trainer), indent=1))
     if not args.no_save:
-        trainer.save_model(args.output_dir)  # the main process writes (an adapter with --lora); the others wait
+        trainer.save_model(args.output_dir)  # the main process writes (an adapter with --lora)
+        # save_model has no barrier at its end: a rank that returns and exits first can have the launcher
+        # (torchrun) stop the main process while it still writes (a 2-rank CPU run lost its tokenizer so).
+        trainer.accelerator.wait_for_everyone()
     return {"log_history": history, "tools": tools, "output_dir": args.output_dir}
 
 
