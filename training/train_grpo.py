@@ -136,8 +136,10 @@ def build_config(args, output_dir: str):
         raise ValueError(f"--top-k must be 0 (every token) or more, not {args.top_k}")
     if args.min_p is not None and not 0 < args.min_p <= 1:
         raise ValueError(f"--min-p must be in (0, 1], not {args.min_p}")
-    if args.save_steps is not None and (args.save_steps < 1 or args.no_save):
-        raise ValueError("--save-steps must be at least 1, and saves nothing with --no-save")
+    if args.save_steps is not None and args.save_steps < 1:
+        raise ValueError(f"--save-steps must be at least 1, not {args.save_steps}")
+    if args.save_steps is not None and args.no_save:
+        raise ValueError("--save-steps saves checkpoints: drop --no-save")
     from urllib.parse import urlsplit
 
     vllm_port = urlsplit(args.vllm_server_url).port
@@ -178,7 +180,8 @@ def build_config(args, output_dir: str):
         num_completions_to_print=args.num_completions_to_print,
         logging_steps=1,
         save_strategy="no" if args.no_save else "steps",
-        # Without --save-steps only the final model is saved (into output_dir). With it, also a
+        # Without --save-steps: the final model (into output_dir), plus the Trainer's checkpoint-<steps>/
+        # when a run reaches --steps (none when --max-minutes stops it first). With it, also a
         # checkpoint-<step>/ every that many steps, to pick from on validation after the run.
         save_steps=args.save_steps or max(1, args.steps),
         push_to_hub=args.push_to_hub,
@@ -330,8 +333,8 @@ def train(args, clock=None) -> dict:
         (Path(args.output_dir) / "run.json").write_text(json.dumps(run_record(args, trainer), indent=1))
     if not args.no_save:
         trainer.save_model(args.output_dir)  # the main process writes (an adapter with --lora)
-        # save_model has no barrier at its end: a rank that returns and exits first can have the launcher
-        # (torchrun) stop the main process while it still writes (a 2-rank CPU run lost its tokenizer so).
+        # save_model has no barrier at its end: without one, a rank that returns and exits (and perhaps
+        # fails at teardown) first can have torchrun stop the main process while it still writes.
         trainer.accelerator.wait_for_everyone()
     return {"log_history": history, "tools": tools, "output_dir": args.output_dir}
 
@@ -442,7 +445,7 @@ def parser() -> argparse.ArgumentParser:
         "--save-steps",
         type=int,
         default=None,
-        help="also save a checkpoint-<step>/ every this many steps (default: only the final model)",
+        help="also save a checkpoint-<step>/ (model, optimizer and trainer state) every this many steps",
     )
     p.add_argument("--report-to", default="none")
     p.add_argument("--seed", type=int, default=0)

@@ -196,6 +196,8 @@ def test_a_lora_run_on_the_tiny_model_trains_evaluates_on_a_held_out_split_and_s
             "--log-completions",
             "--num-completions-to-print",
             "1",
+            "--save-steps",
+            "1",
             "--output-dir",
             str(tmp_path),
         ]
@@ -221,6 +223,9 @@ def test_a_lora_run_on_the_tiny_model_trains_evaluates_on_a_held_out_split_and_s
     assert json.loads((tmp_path / "adapter_config.json").read_text())["r"] == 4
     # transformers loads the adapter over its base (what `training.evaluate --policy hf:<dir>` does)
     assert hasattr(AutoModelForCausalLM.from_pretrained(str(tmp_path)), "peft_config")
+    # --save-steps 1: a checkpoint after each step as well, each an adapter to choose from
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert all((tmp_path / c / "adapter_model.safetensors").exists() for c in ("checkpoint-1", "checkpoint-2"))
 
     run = json.loads((tmp_path / "run.json").read_text())
     assert (run["benchmark_version"], run["prompt_version"]) == (BENCHMARK_VERSION, PROMPT_VERSION)
@@ -300,10 +305,11 @@ def test_truncated_sampling_options_reach_trls_generation_and_default_to_the_who
             train_grpo.build_config(args_of(*bad), "out")
 
 
-def test_save_steps_keeps_checkpoints_along_the_run_and_defaults_to_the_final_model_only():
-    assert train_grpo.build_config(args_of("--steps", "40"), "out").save_steps == 40  # the final model only
-    every = train_grpo.build_config(args_of("--steps", "40", "--save-steps", "10"), "out")
-    assert (every.save_strategy, every.save_steps) == ("steps", 10)
-    for bad in (("--save-steps", "0"), ("--save-steps", "5", "--no-save")):
-        with pytest.raises(ValueError, match="--save-steps must be at least 1"):
+def test_save_steps_is_refused_below_1_and_with_no_save():
+    assert train_grpo.build_config(args_of("--steps", "40"), "out").save_steps == 40  # no checkpoint before the end
+    for bad, valid in (
+        (("--save-steps", "0"), "at least 1, not 0"),
+        (("--save-steps", "5", "--no-save"), "drop --no-save"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(valid)):
             train_grpo.build_config(args_of(*bad), "out")
