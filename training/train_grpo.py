@@ -158,6 +158,12 @@ def build_config(args, output_dir: str):
         top_k=args.top_k,
         min_p=args.min_p,
         beta=args.beta,
+        # How a group's rewards become advantages, and how token losses are summed: TRL's defaults ("group",
+        # "dapo") scale each group to unit spread, so a group whose returns differ by an inspection's cost
+        # weighs as much as one where some rollouts ship and others miss the deadline; "none" keeps the
+        # returns' own scale (Dr. GRPO).
+        scale_rewards=args.scale_rewards,
+        loss_type=args.loss_type,
         # PPO-style reuse (GRPO's mu): each generated batch trains this many optimizer steps, clipped by
         # TRL's epsilon; where generation is most of a step's cost (CPU), more learning per rollout.
         num_iterations=args.num_iterations,
@@ -372,6 +378,18 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="sample among tokens at least this share of the likeliest's probability",
+    )
+    p.add_argument(
+        "--scale-rewards",
+        choices=["group", "batch", "none"],
+        default="group",
+        help="divide advantages by the reward spread of each group, of the batch, or not at all (Dr. GRPO)",
+    )
+    p.add_argument(
+        "--loss-type",
+        choices=["dapo", "dr_grpo", "grpo", "bnpo"],
+        default="dapo",
+        help="how token losses are normalised (TRL's loss_type; dapo: by the batch's active tokens)",
     )
     p.add_argument(
         "--num-iterations",

@@ -305,6 +305,22 @@ def test_truncated_sampling_options_reach_trls_generation_and_default_to_the_who
             train_grpo.build_config(args_of(*bad), "out")
 
 
+def test_advantage_scaling_and_loss_normalisation_reach_trl_and_default_to_trls_own(capsys):
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    plain = train_grpo.build_config(args_of(), "out")
+    assert (plain.scale_rewards, plain.loss_type) == (defaults["scale_rewards"], defaults["loss_type"])
+    dr = train_grpo.build_config(args_of("--scale-rewards", "none", "--loss-type", "dr_grpo"), "out")
+    assert (dr.scale_rewards, dr.loss_type) == ("none", "dr_grpo")
+    with pytest.raises(SystemExit):  # refused before any model is loaded, naming the valid choices
+        args_of("--loss-type", "ppo")
+    err = capsys.readouterr().err
+    assert "--loss-type" in err and all(name in err for name in ("dapo", "dr_grpo", "grpo", "bnpo"))
+
+
 def test_save_steps_is_refused_below_1_and_with_no_save():
     assert train_grpo.build_config(args_of("--steps", "40"), "out").save_steps == 40  # no checkpoint before the end
     for bad, valid in (
