@@ -24,11 +24,12 @@ does, under the name `copy:<dir>`, whose loader registers the copy head in every
 
     {"config": {minutes, seed, n_eval, split, difficulty, settings: SETTINGS as run, vocab, parameters,
                 warm_start_episodes, grpo_minutes},
-     "stages": {"build" | "collect" | "sft" | "select" | "eval_sft" | "mine" | "grpo" | "eval_grpo" | "total":
-                {"wall_s", "cpu_s"}},
+     "stages": {"build" | "collect" | "sft" | "select" | "eval_sft" | "mine" | "grpo" | "select_grpo" | "eval_grpo"
+                | "total": {"wall_s", "cpu_s"}},
      "sft": {"steps", "loss_first", "loss_last", "seed"},    # the warm start kept
      "warm_starts": [{"seed", "steps", "loss_last", "validation": SUMMARY}],  # with sft_seeds > 1
-     "grpo": {"steps", "rewards": [mean reward per step], "zero_std_steps": steps whose rollouts all scored the same},
+     "grpo": {"steps", "rewards": [mean reward per step], "zero_std_steps": steps whose rollouts all scored the same,
+              "selection": [{"step", "validation": SUMMARY}], "kept_step"},  # the last two with grpo_save_steps
      "mining": {"pool": [first, end), "kept": count, "kept_tasks", "policy_mean", "reference_mean",
                 "replayed": count, "replayed_tasks"},  # with mine_tasks; replayed: solved tasks beside them
      "eval": {"warm start (SFT)": SUMMARY, "SFT + GRPO": SUMMARY},
@@ -344,12 +345,33 @@ def run(
             "--dataset",
             str(task_rows(sorted(mined["kept"] + mined["replayed"]), out_dir / "grpo_tasks.parquet", difficulty)),
         ]
+    if cfg["grpo_save_steps"]:
+        argv += ["--save-steps", str(cfg["grpo_save_steps"])]
     if procs == 1:
         trained = train_grpo.train(train_grpo.parser().parse_args(argv), clock=time.process_time)
     else:
         trained = {"log_history": data_parallel_grpo(argv, procs)}
     lap("grpo")
-    after = evaluation(grpo_dir, n_eval, workers=procs, start=cfg["eval_start"], difficulty=difficulty)
+    steps = sum("reward" in h for h in trained["log_history"])
+    kept, selection = grpo_dir, None
+    if cfg["grpo_save_steps"]:
+        selection = [
+            {
+                "step": step,
+                "validation": evaluation(
+                    path,
+                    cfg["select_episodes"],
+                    workers=procs,
+                    start=cfg["select_start"],
+                    split="train",
+                    difficulty=difficulty,
+                ),
+            }
+            for step, path in grpo_checkpoints(grpo_dir, steps)
+        ]
+        kept = dict(grpo_checkpoints(grpo_dir, steps))[pick_grpo_step(selection)]
+        lap("select_grpo")
+    after = evaluation(kept, n_eval, workers=procs, start=cfg["eval_start"], difficulty=difficulty)
     lap("eval_grpo")
     stages["total"] = {"wall_s": round(time.monotonic() - wall0, 1), "cpu_s": round(time.process_time() - cpu0, 1)}
     rewards = [h["reward"] for h in trained["log_history"] if "reward" in h]
@@ -396,6 +418,7 @@ def run(
         "grpo": {
             "steps": len(rewards),
             "rewards": rewards,
+            **({"selection": selection, "kept_step": pick_grpo_step(selection)} if selection else {}),
             # steps whose group of rollouts all scored the same: zero advantage, nothing learned
             "zero_std_steps": sum(
                 h.get("frac_reward_zero_std") == 1.0 for h in trained["log_history"] if "reward" in h
@@ -470,6 +493,19 @@ def pick_warm_start(warms: list[dict]) -> dict:
     if len(warms) == 1:
         return warms[0]
     return max(warms, key=lambda w: (w["validation"]["mean_return"]["mean"], -w["seed"]))
+
+
+def grpo_checkpoints(grpo_dir: Path, steps: int) -> list[tuple[int, Path]]:
+    """(step, folder) of every model GRPO saved, in step order: each `checkpoint-<step>/` and the final model
+    (`grpo_dir` itself, after `steps` steps; a checkpoint of that same step is the same model, listed once)."""
+    saved = {int(p.name.rsplit("-", 1)[1]): p for p in Path(grpo_dir).glob("checkpoint-*") if p.is_dir()}
+    saved.setdefault(steps, Path(grpo_dir))
+    return sorted(saved.items())
+
+
+def pick_grpo_step(selection: list[dict]) -> int:
+    """The GRPO step whose model has the best mean validation return (the earliest on a tie)."""
+    return max(selection, key=lambda s: (s["validation"]["mean_return"]["mean"], -s["step"]))["step"]
 
 
 def _tail_loss(losses: list[float]) -> float:

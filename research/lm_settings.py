@@ -43,6 +43,10 @@ SETTINGS = {
     "max_tool_calls": 14,
     "temperature": 0.5,
     "rows": 4096,
+    # 0: the model GRPO ends with is evaluated. N: GRPO also saves a checkpoint every N steps, and the saved
+    # model with the best mean return on the `select_episodes` validation tasks is evaluated (GRPO from a
+    # warm start rose on validation for its first 10 steps and then fell; the variants table).
+    "grpo_save_steps": 0,
     # Shares of the budget for the two timed stages; building, collecting and the evaluations take
     # what they take (measured and reported).
     "sft_share": 0.3,

@@ -219,3 +219,24 @@ def test_a_replicate_of_the_recipe_is_rendered_from_its_numbers_and_says_when_th
     (line,) = [x for x in _replicates(same) if x]
     assert "depends on the warm start drawn" not in line and "intervals overlapping" in line
     assert _replicates({"eval": results["eval"]}) == []
+
+
+def test_grpo_selection_lists_every_saved_model_once_and_keeps_the_best_on_validation(tmp_path):
+    from research.lm_learnability import grpo_checkpoints, pick_grpo_step
+
+    for step in (10, 5, 15):  # the Trainer's folders; the run stopped at step 15, so 15 is also the final model
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    (tmp_path / "checkpoint-3.json").write_text("{}")  # not a folder: not a model
+    assert grpo_checkpoints(tmp_path, 15) == [
+        (5, tmp_path / "checkpoint-5"),
+        (10, tmp_path / "checkpoint-10"),
+        (15, tmp_path / "checkpoint-15"),
+    ]
+    # stopped by the clock at step 12: the final model is the run's folder itself
+    assert grpo_checkpoints(tmp_path, 12)[-2:] == [(12, tmp_path), (15, tmp_path / "checkpoint-15")]
+
+    def scored(step, mean):
+        return {"step": step, "validation": {"mean_return": {"mean": mean}}}
+
+    assert pick_grpo_step([scored(5, 0.4), scored(10, 0.6), scored(12, 0.5)]) == 10
+    assert pick_grpo_step([scored(5, 0.6), scored(10, 0.6)]) == 5  # a tie keeps the earlier step
