@@ -83,6 +83,7 @@ def markdown(results: dict) -> str:
         + ".",
     ]
     lines += _replicates(results)
+    lines += _paired(results)
     lines += _recovery_probe(results)
     if results.get("examples"):
         lines += [
@@ -123,6 +124,27 @@ def _replicates(results: dict) -> list[str]:
                 if spread > moved
                 else ""
             ),
+        ]
+    return lines
+
+
+def _paired(results: dict) -> list[str]:
+    """`python -m research.lm_paired` runs: two checkpoints on the same held-out tasks, each one's interval and
+    the gain task by task (which leaves out the spread between tasks that both share)."""
+    lines = []
+    for r in results.get("paired", []):
+        t = r["tasks_played"]
+        before, after, g, n = r["before"], r["after"], r["gain"], r["tasks"]
+        lines += [
+            "",
+            f"{r['name']} (`{r['command']}`): {r['note']} Over {before['episodes']} {t['split']} tasks "
+            f"({t['difficulty']}, tasks {t['start']}-{t['start'] + before['episodes'] - 1}): before "
+            f"{_mean(before['mean_return'])} (valid calls {100 * _valid(before)['rate']:.1f}%, missed deadlines "
+            f"{100 * before['missed_deadline']['rate']:.1f}%), after {_mean(after['mean_return'])} (valid calls "
+            f"{100 * _valid(after)['rate']:.1f}%, missed deadlines {100 * after['missed_deadline']['rate']:.1f}%), "
+            f"intervals {'apart' if r['apart'] else 'overlapping'}; paired gain {g['mean']:+.3f} "
+            f"[{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] ({n['better']} tasks better, {n['worse']} worse, "
+            f"{n['same']} the same).",
         ]
     return lines
 

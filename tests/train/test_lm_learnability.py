@@ -224,16 +224,19 @@ def test_a_replicate_of_the_recipe_is_rendered_from_its_numbers_and_says_when_th
 def test_grpo_selection_lists_every_saved_model_once_and_keeps_the_best_on_validation(tmp_path):
     from research.lm_learnability import grpo_checkpoints, pick_grpo_step
 
-    for step in (10, 5, 15):  # the Trainer's folders; the run stopped at step 15, so 15 is also the final model
-        (tmp_path / f"checkpoint-{step}").mkdir()
-    (tmp_path / "checkpoint-3.json").write_text("{}")  # not a folder: not a model
-    assert grpo_checkpoints(tmp_path, 15) == [
-        (5, tmp_path / "checkpoint-5"),
-        (10, tmp_path / "checkpoint-10"),
-        (15, tmp_path / "checkpoint-15"),
+    done = tmp_path / "done"  # reached --steps 15, saving every 5: the Trainer's last folder is the final model too
+    for step in (10, 5, 15):
+        (done / f"checkpoint-{step}").mkdir(parents=True)
+    (done / "checkpoint-3.json").write_text("{}")  # not a folder: not a model
+    assert grpo_checkpoints(done, 15) == [
+        (5, done / "checkpoint-5"),
+        (10, done / "checkpoint-10"),
+        (15, done / "checkpoint-15"),
     ]
-    # stopped by the clock at step 12: the final model is the run's folder itself
-    assert grpo_checkpoints(tmp_path, 12)[-2:] == [(12, tmp_path), (15, tmp_path / "checkpoint-15")]
+    cut = tmp_path / "cut"  # stopped by the clock at step 12: the final model is the run's folder itself
+    for step in (5, 10):
+        (cut / f"checkpoint-{step}").mkdir(parents=True)
+    assert grpo_checkpoints(cut, 12) == [(5, cut / "checkpoint-5"), (10, cut / "checkpoint-10"), (12, cut)]
 
     def scored(step, mean):
         return {"step": step, "validation": {"mean_return": {"mean": mean}}}
