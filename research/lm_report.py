@@ -220,6 +220,28 @@ def _recovery(k: dict) -> str:
 
 
 def _selection(results: dict) -> str:
+    return _warm_selection(results) + _grpo_selection(results)
+
+
+def _grpo_selection(results: dict) -> str:
+    """With `grpo_save_steps`: which saved GRPO model was evaluated, and every one's validation return."""
+    grpo, k = results["grpo"], results["config"]["settings"]
+    if not grpo.get("selection"):
+        return ""
+    start = k["select_start"]
+    rows = "; ".join(
+        f"step {s['step']}: {_mean(s['validation']['mean_return'])}, valid calls "
+        f"{100 * _valid(s['validation'])['rate']:.1f}%"
+        for s in grpo["selection"]
+    )
+    return (
+        f" GRPO saved its model every {k['grpo_save_steps']} steps, and the one evaluated is step "
+        f"{grpo['kept_step']} of {grpo['steps']}, kept for its mean return on the same {k['select_episodes']} "
+        f"validation tasks (tasks {start}-{start + k['select_episodes'] - 1}): {rows}."
+    )
+
+
+def _warm_selection(results: dict) -> str:
     warms, k = results.get("warm_starts"), results["config"]["settings"]
     if not warms:
         return ""

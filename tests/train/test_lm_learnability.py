@@ -243,3 +243,23 @@ def test_grpo_selection_lists_every_saved_model_once_and_keeps_the_best_on_valid
 
     assert pick_grpo_step([scored(5, 0.4), scored(10, 0.6), scored(12, 0.5)]) == 10
     assert pick_grpo_step([scored(5, 0.6), scored(10, 0.6)]) == 5  # a tie keeps the earlier step
+
+
+def test_the_report_names_the_grpo_step_kept_on_validation_and_every_saved_ones_return():
+    import copy
+    import json
+
+    from research.lm_learnability import RESULTS
+    from research.lm_report import markdown
+
+    results = copy.deepcopy(json.loads(RESULTS.read_text()))
+    assert "GRPO saved its model" not in markdown(results)  # the published run evaluated its final model
+    val = results["warm_starts"][0]["validation"]
+    results["config"]["settings"].update(grpo_save_steps=5, select_episodes=200)
+    results["grpo"].update(selection=[{"step": 5, "validation": val}, {"step": 10, "validation": val}], kept_step=5)
+    m = val["mean_return"]
+    assert (
+        f"GRPO saved its model every 5 steps, and the one evaluated is step 5 of {results['grpo']['steps']}, kept "
+        f"for its mean return on the same 200 validation tasks (tasks 100000-100199): step 5: {m['mean']:.3f} "
+        f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"
+    ) in markdown(results)
