@@ -29,7 +29,8 @@ does, under the name `copy:<dir>`, whose loader registers the copy head in every
      "sft": {"steps", "loss_first", "loss_last", "seed"},    # the warm start kept
      "warm_starts": [{"seed", "steps", "loss_last", "validation": SUMMARY}],  # with sft_seeds > 1
      "grpo": {"steps", "rewards": [mean reward per step], "zero_std_steps": steps whose rollouts all scored the same,
-              "selection": [{"step", "validation": SUMMARY}], "kept_step"},  # the last two with grpo_save_steps
+              "global_step": the Trainer's steps, "selection": [{"step", "validation": SUMMARY}], "kept_step"},
+              # selection and kept_step with grpo_save_steps
      "mining": {"pool": [first, end), "kept": count, "kept_tasks", "policy_mean", "reference_mean",
                 "replayed": count, "replayed_tasks"},  # with mine_tasks; replayed: solved tasks beside them
      "eval": {"warm start (SFT)": SUMMARY, "SFT + GRPO": SUMMARY},
@@ -352,9 +353,11 @@ def run(
     else:
         trained = {"log_history": data_parallel_grpo(argv, procs)}
     lap("grpo")
-    steps = sum("reward" in h for h in trained["log_history"])
+    # The Trainer's own count (run.json): with num_iterations > 1 not every step logs a reward.
+    steps = json.loads((grpo_dir / "run.json").read_text())["global_step"]
     kept, selection = grpo_dir, None
     if cfg["grpo_save_steps"]:
+        saved = grpo_checkpoints(grpo_dir, steps)
         selection = [
             {
                 "step": step,
@@ -367,9 +370,9 @@ def run(
                     difficulty=difficulty,
                 ),
             }
-            for step, path in grpo_checkpoints(grpo_dir, steps)
+            for step, path in saved
         ]
-        kept = dict(grpo_checkpoints(grpo_dir, steps))[pick_grpo_step(selection)]
+        kept = dict(saved)[pick_grpo_step(selection)]
         lap("select_grpo")
     after = evaluation(kept, n_eval, workers=procs, start=cfg["eval_start"], difficulty=difficulty)
     lap("eval_grpo")
@@ -419,6 +422,7 @@ def run(
             "steps": len(rewards),
             "rewards": rewards,
             **({"selection": selection, "kept_step": pick_grpo_step(selection)} if selection else {}),
+            "global_step": steps,
             # steps whose group of rollouts all scored the same: zero advantage, nothing learned
             "zero_std_steps": sum(
                 h.get("frac_reward_zero_std") == 1.0 for h in trained["log_history"] if "reward" in h
@@ -496,9 +500,14 @@ def pick_warm_start(warms: list[dict]) -> dict:
 
 
 def grpo_checkpoints(grpo_dir: Path, steps: int) -> list[tuple[int, Path]]:
-    """(step, folder) of every model GRPO saved, in step order: each `checkpoint-<step>/` and the final model
-    (`grpo_dir` itself, after `steps` steps; a checkpoint of that same step is the same model, listed once)."""
-    saved = {int(p.name.rsplit("-", 1)[1]): p for p in Path(grpo_dir).glob("checkpoint-*") if p.is_dir()}
+    """(step, folder) of every model this GRPO run saved, in step order: each `checkpoint-<step>/` up to `steps`
+    and the final model (`grpo_dir` itself, after `steps` steps; a checkpoint of that same step is the same
+    model, listed once). Checkpoints past `steps` are an earlier, longer run's, left in the folder: not listed."""
+    saved = {}
+    for p in Path(grpo_dir).glob("checkpoint-*"):
+        step = p.name.removeprefix("checkpoint-")
+        if p.is_dir() and step.isdigit() and int(step) <= steps:
+            saved[int(step)] = p
     saved.setdefault(steps, Path(grpo_dir))
     return sorted(saved.items())
 
@@ -602,7 +611,13 @@ def main(argv: list[str] | None = None) -> None:
             f"{name} + GRPO",
             note,
             results["eval"]["SFT + GRPO"],
-            f"{args.n_eval} episodes, {results['grpo']['steps']} GRPO steps",
+            f"{args.n_eval} episodes, "
+            + (
+                f"step {results['grpo']['kept_step']} of {results['grpo']['global_step']} GRPO steps, "
+                "kept on validation"
+                if "kept_step" in results["grpo"]
+                else f"{results['grpo']['steps']} GRPO steps"
+            ),
         ),
     ]
     args.results.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,9 @@ which leaves out the spread between tasks that both share. This prints both: eac
 summary (as `research.lm_learnability.evaluation` gives it), whether their return intervals are apart,
 and the paired gain with its interval and how many tasks got better, worse or stayed the same.
 The episodes are kept in `--out` under `<checkpoint>@<split>/<difficulty>/<start>+<n>`, so a second run
-with the same arguments only reads them. With `--into` (an lm_learnability results file) the comparison
-joins its `paired` list under `--name` (replacing one of that name), and the report renders it.
+with the same arguments only reads them (a checkpoint retrained in place needs a new `--out`). With
+`--into` (an lm_learnability results file) the comparison joins its `paired` list under `--name`
+(replacing one of that name), and the report renders it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from releaseops_arena.splits import task_scenario
 from training.evaluate import mean_ci, run_episodes
 
 from .lm_learnability import DIFFICULTIES, DIFFICULTY, SPLIT, checkpoint_policy, one_thread_children, summary
+from .lm_report import valid_calls
 
 
 def played(checkpoint: str, start: int, n: int, workers: int, split: str, difficulty: str) -> list[dict]:
@@ -37,15 +39,17 @@ def played(checkpoint: str, start: int, n: int, workers: int, split: str, diffic
 
 
 def paired(before: list[dict], after: list[dict]) -> dict:
-    """Both summaries, whether the return intervals are apart (after's above), and the paired gain."""
+    """Both summaries, how their return intervals lie ("after above", "after below" or "overlapping") and
+    the paired gain: after's return minus before's, task by task, with its normal 95% interval."""
     if [e["seed"] for e in before] != [e["seed"] for e in after]:
         raise ValueError("the two checkpoints were not played on the same tasks")
-    gains = [b["episode_return"] - a["episode_return"] for a, b in zip(before, after)]
+    gains = [late["episode_return"] - early["episode_return"] for early, late in zip(before, after)]
     first, second = summary(before), summary(after)
+    (lo1, hi1), (lo2, hi2) = first["mean_return"]["ci95"], second["mean_return"]["ci95"]
     return {
         "before": first,
         "after": second,
-        "apart": second["mean_return"]["ci95"][0] > first["mean_return"]["ci95"][1],
+        "intervals": "after above" if lo2 > hi1 else "after below" if hi2 < lo1 else "overlapping",
         "gain": {"mean": round(sum(gains) / len(gains), 4), "ci95": mean_ci(gains)},
         "tasks": {
             "better": sum(g > 1e-9 for g in gains),
@@ -62,17 +66,19 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--split", default=SPLIT)
     p.add_argument("--difficulty", choices=DIFFICULTIES, default=DIFFICULTY)
     p.add_argument("--start", type=int, default=2000, help="first task (the published evaluation starts at 2000)")
-    p.add_argument("-n", type=int, default=1000, help="tasks")
+    p.add_argument("-n", type=int, default=1000, help="tasks (at least 30: the intervals are normal approximations)")
     p.add_argument("--workers", type=int, default=2, help="processes, one torch thread each")
     p.add_argument("--out", type=Path, default=None, help="JSON file that keeps the episodes (read when present)")
     p.add_argument("--into", type=Path, default=None, help="add the comparison to this lm_learnability results file")
     p.add_argument("--name", default=None, help="its name in the report (with --into)")
     p.add_argument("--note", default="", help="what the two checkpoints are (with --into)")
     args = p.parse_args(argv)
-    if args.n < 2:
-        p.error(f"-n {args.n}: an interval needs at least 2 tasks")
-    if args.into and not (args.name and args.into.is_file()):
-        p.error("--into needs --name and an existing results file")
+    if args.n < 30:
+        p.error(f"-n {args.n}: at least 30 tasks, for the normal-approximation intervals to hold")
+    if args.into and not args.name:
+        p.error("--into needs --name: the comparison's name in the report")
+    if args.into and not args.into.is_file():
+        p.error(f"--into {args.into}: no such results file (an lm_learnability results file)")
     kept = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
     runs = []
     for checkpoint in (args.before, args.after):
@@ -87,12 +93,11 @@ def main(argv: list[str] | None = None) -> dict:
         lo, hi = m["mean_return"]["ci95"]
         print(
             f"{label}: mean return {m['mean_return']['mean']:.3f} [{lo:.3f}, {hi:.3f}], "
-            f"invalid calls {100 * m['invalid_rate']['rate']:.1f}%, missed deadlines "
-            f"{100 * m['missed_deadline']['rate']:.1f}%"
+            f"{valid_calls(m)}, missed deadlines {100 * m['missed_deadline']['rate']:.1f}%"
         )
     g, t = result["gain"], result["tasks"]
     print(
-        f"intervals {'apart' if result['apart'] else 'not apart'}; paired gain {g['mean']:+.3f} "
+        f"intervals {result['intervals']}; paired gain {g['mean']:+.3f} "
         f"[{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] over {args.n} tasks: {t['better']} better, "
         f"{t['worse']} worse, {t['same']} the same"
     )

@@ -135,18 +135,24 @@ def _paired(results: dict) -> list[str]:
     for r in results.get("paired", []):
         t = r["tasks_played"]
         before, after, g, n = r["before"], r["after"], r["gain"], r["tasks"]
+        lo, hi = g["ci95"]
         lines += [
             "",
-            f"{r['name']} (`{r['command']}`): {r['note']} Over {before['episodes']} {t['split']} tasks "
-            f"({t['difficulty']}, tasks {t['start']}-{t['start'] + before['episodes'] - 1}): before "
-            f"{_mean(before['mean_return'])} (valid calls {100 * _valid(before)['rate']:.1f}%, missed deadlines "
-            f"{100 * before['missed_deadline']['rate']:.1f}%), after {_mean(after['mean_return'])} (valid calls "
-            f"{100 * _valid(after)['rate']:.1f}%, missed deadlines {100 * after['missed_deadline']['rate']:.1f}%), "
-            f"intervals {'apart' if r['apart'] else 'overlapping'}; paired gain {g['mean']:+.3f} "
-            f"[{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] ({n['better']} tasks better, {n['worse']} worse, "
-            f"{n['same']} the same).",
+            f"{r['name']} (`{r['command']}`): " + (f"{r['note']} " if r["note"] else "") + f"Over "
+            f"{before['episodes']} {t['split']} tasks ({t['difficulty']}, tasks {t['start']}-"
+            f"{t['start'] + before['episodes'] - 1}): before {_mean(before['mean_return'])} ({valid_calls(before)}, "
+            f"missed deadlines {100 * before['missed_deadline']['rate']:.1f}%), after {_mean(after['mean_return'])} "
+            f"({valid_calls(after)}, missed deadlines {100 * after['missed_deadline']['rate']:.1f}%), intervals "
+            f"{r['intervals']}; paired gain {g['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], "
+            + ("above 0" if lo > 0 else "below 0" if hi < 0 else "including 0")
+            + f" ({n['better']} tasks better, {n['worse']} worse, {n['same']} the same).",
         ]
     return lines
+
+
+def valid_calls(m: dict) -> str:
+    """ "valid calls 95.7%", or "no calls" where the model made none (the rate is then undefined)."""
+    return f"valid calls {100 * _valid(m)['rate']:.1f}%" if m["invalid_rate"]["n"] else "no calls"
 
 
 def _valid(m: dict) -> dict:
@@ -230,14 +236,14 @@ def _grpo_selection(results: dict) -> str:
         return ""
     start = k["select_start"]
     rows = "; ".join(
-        f"step {s['step']}: {_mean(s['validation']['mean_return'])}, valid calls "
-        f"{100 * _valid(s['validation'])['rate']:.1f}%"
+        f"step {s['step']}: {_mean(s['validation']['mean_return'])}, {valid_calls(s['validation'])}"
         for s in grpo["selection"]
     )
     return (
         f" GRPO saved its model every {k['grpo_save_steps']} steps, and the one evaluated is step "
-        f"{grpo['kept_step']} of {grpo['steps']}, kept for its mean return on the same {k['select_episodes']} "
-        f"validation tasks (tasks {start}-{start + k['select_episodes'] - 1}): {rows}."
+        f"{grpo['kept_step']} of {grpo.get('global_step', grpo['steps'])}, kept for its mean return on "
+        f"{k['select_episodes']} train-split validation tasks ({results['config']['difficulty']}, tasks {start}-"
+        f"{start + k['select_episodes'] - 1}; never the held-out ones): {rows}."
     )
 
 

@@ -45,7 +45,8 @@ SETTINGS = {
     "rows": 4096,
     # 0: the model GRPO ends with is evaluated. N: GRPO also saves a checkpoint every N steps, and the saved
     # model with the best mean return on the `select_episodes` validation tasks is evaluated (GRPO from a
-    # warm start rose on validation for its first 10 steps and then fell; the variants table).
+    # warm start rose on validation for its first 10 steps and then fell; the variants table). The budget
+    # does not cover these validation plays: each saved model adds `select_episodes` episodes past it.
     "grpo_save_steps": 0,
     # Shares of the budget for the two timed stages; building, collecting and the evaluations take
     # what they take (measured and reported).

@@ -158,10 +158,10 @@ def build_config(args, output_dir: str):
         top_k=args.top_k,
         min_p=args.min_p,
         beta=args.beta,
-        # How a group's rewards become advantages, and how token losses are summed: TRL's defaults ("group",
-        # "dapo") scale each group to unit spread, so a group whose returns differ by an inspection's cost
-        # weighs as much as one where some rollouts ship and others miss the deadline; "none" keeps the
-        # returns' own scale (Dr. GRPO).
+        # How a group's rewards become advantages: TRL's default "group" scales each group to unit spread, so
+        # a group whose returns differ by an inspection's cost weighs as much as one where some rollouts ship
+        # and others miss the deadline; "none" keeps the returns' own scale (Dr. GRPO). And how token losses
+        # are summed: TRL's default "dapo" divides by the batch's active tokens, "dr_grpo" by a constant.
         scale_rewards=args.scale_rewards,
         loss_type=args.loss_type,
         # PPO-style reuse (GRPO's mu): each generated batch trains this many optimizer steps, clipped by

@@ -255,11 +255,16 @@ def test_the_report_names_the_grpo_step_kept_on_validation_and_every_saved_ones_
     results = copy.deepcopy(json.loads(RESULTS.read_text()))
     assert "GRPO saved its model" not in markdown(results)  # the published run evaluated its final model
     val = results["warm_starts"][0]["validation"]
+    better = copy.deepcopy(val)
+    better["mean_return"] = {"mean": 0.9, "ci95": [0.8, 1.0]}
     results["config"]["settings"].update(grpo_save_steps=5, select_episodes=200)
-    results["grpo"].update(selection=[{"step": 5, "validation": val}, {"step": 10, "validation": val}], kept_step=5)
+    results["grpo"].update(
+        selection=[{"step": 5, "validation": val}, {"step": 10, "validation": better}], kept_step=10, global_step=12
+    )
     m = val["mean_return"]
     assert (
-        f"GRPO saved its model every 5 steps, and the one evaluated is step 5 of {results['grpo']['steps']}, kept "
-        f"for its mean return on the same 200 validation tasks (tasks 100000-100199): step 5: {m['mean']:.3f} "
-        f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"
+        "GRPO saved its model every 5 steps, and the one evaluated is step 10 of 12, kept for its mean return on "
+        "200 train-split validation tasks (easy, tasks 100000-100199; never the held-out ones): step 5: "
+        f"{m['mean']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}], valid calls "
+        f"{100 * (1 - val['invalid_rate']['rate']):.1f}%; step 10: 0.900 [0.800, 1.000]"
     ) in markdown(results)
