@@ -132,17 +132,21 @@ class LLMPolicy(Policy):
                 return None
             self.turns += 1
             message = self._generate()
-            calls = message.get("tool_calls") or []
-            self.messages.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
-            for call in calls:
-                fn = call.get("function", {})
+            calls = []
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function", {}) if isinstance(call, dict) else {}
                 args = fn.get("arguments", {})
                 if isinstance(args, str):
                     try:
                         args = json.loads(args)
                     except json.JSONDecodeError:
                         args = {"raw": args}
-                self.queue.append((str(fn.get("name")), args if isinstance(args, dict) else {"value": args}))
+                args = args if isinstance(args, dict) else {"value": args}
+                # Kept whole, as the engine will see it: a call the model wrote without its name or arguments
+                # would otherwise break the chat template when the next turn's prompt is rendered.
+                calls.append({"type": "function", "function": {"name": str(fn.get("name")), "arguments": args}})
+                self.queue.append((str(fn.get("name")), args))
+            self.messages.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
             if not self.queue:
                 return None
         self.last_tool, args = self.queue.pop(0)

@@ -512,6 +512,30 @@ def test_the_cached_greedy_decoding_of_the_hf_policy_is_what_generate_gives(id_t
     assert_hf_policy_decodes_as_generate(tmp_path)
 
 
+def test_a_call_written_without_its_arguments_is_refused_by_the_engine_and_the_episode_goes_on(id_tokenizer, tmp_path):
+    """A model's call with no "arguments" (or no name) once broke the chat template on the next turn's
+    prompt and so the whole evaluation; it must reach the engine as an empty call, which refuses it."""
+    from releaseops_arena.splits import task_scenario
+    from training.llm_policy import LLMPolicy
+    from training.tiny_model import build_model
+
+    build_model(id_tokenizer, hidden=32, layers=1, seed=3).save_pretrained(tmp_path)
+    id_tokenizer.save_pretrained(tmp_path)
+    policy = LLMPolicy(str(tmp_path), max_new_tokens=4)
+    env = ReleaseOpsToolEnv()
+    policy.begin(env.reset(**task_scenario("heldout_seeds", 0, "easy")))
+    written = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "approve_proposal"}}, {}]}
+    real, policy._generate = policy._generate, lambda: written
+    assert policy.act(None) == ("approve_proposal", {})
+    with pytest.raises(ValueError, match="proposal_id"):  # the engine names what is missing
+        env._call_tool("approve_proposal")
+    policy.observe("error: missing argument proposal_id")
+    assert policy.act(None) == ("None", {})  # the call with no name at all: refused as an unknown tool
+    policy.observe("error: unknown tool")
+    policy._generate = real
+    policy.act(None)  # the next prompt renders both calls and the model answers
+
+
 def _rank_stops(rank: int, init: str, late_rank: int, out) -> None:
     """One gloo rank of the time-limit check: only `late_rank`'s clock is past the deadline."""
     import torch.distributed as dist
