@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from pathlib import Path
 
 from releaseops_arena.splits import task_scenario
@@ -102,10 +101,26 @@ def main(argv: list[str] | None = None) -> dict:
         f"{t['worse']} worse, {t['same']} the same"
     )
     if args.into:
-        record(
-            args, result, shlex.join(["python", "-m", "research.lm_paired", *(sys.argv[1:] if argv is None else argv)])
-        )
+        record(args, result, replay_command(args))
     return result
+
+
+def replay_command(args) -> str:
+    """The command that plays this comparison again: the checkpoints and tasks, not where it was written."""
+    words = [
+        "python",
+        "-m",
+        "research.lm_paired",
+        args.before,
+        args.after,
+        "--start",
+        str(args.start),
+        "-n",
+        str(args.n),
+    ]
+    words += ["--split", args.split] if args.split != SPLIT else []
+    words += ["--difficulty", args.difficulty] if args.difficulty != DIFFICULTY else []
+    return shlex.join(words)
 
 
 def record(args, result: dict, command: str) -> None:

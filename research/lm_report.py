@@ -145,9 +145,22 @@ def _paired(results: dict) -> list[str]:
             f"({valid_calls(after)}, missed deadlines {100 * after['missed_deadline']['rate']:.1f}%), intervals "
             f"{r['intervals']}; paired gain {g['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], "
             + ("above 0" if lo > 0 else "below 0" if hi < 0 else "including 0")
-            + f" ({n['better']} tasks better, {n['worse']} worse, {n['same']} the same).",
+            + f" ({n['better']} tasks better, {n['worse']} worse, {n['same']} the same). "
+            + _lm_target(before, after, r["intervals"]),
         ]
     return lines
+
+
+def _lm_target(before: dict, after: dict, intervals: str) -> str:
+    """Does one comparison meet the study's LM target: valid calls >= 90% before and after GRPO, and the
+    return after GRPO above the warm start's with the two 95% intervals apart?"""
+    short = [label for label, m in (("before", before), ("after", after)) if _valid(m)["rate"] < 0.9]
+    misses = ([f"valid calls under 90% {' and '.join(short)}"] if short else []) + (
+        [] if intervals == "after above" else [f"intervals {intervals}"]
+    )
+    return "LM target (valid calls ≥ 90% before and after, return intervals apart, after above): " + (
+        f"not met ({'; '.join(misses)})." if misses else "met."
+    )
 
 
 def valid_calls(m: dict) -> str:

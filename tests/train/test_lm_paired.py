@@ -86,13 +86,19 @@ def test_a_recorded_comparison_is_rendered_in_the_report_from_its_numbers(tmp_pa
     argv = ["warm", "grpo", "-n", "30", "--into", str(results), "--name", "Rule, raised", "--note", "A check."]
     lm_paired.main(argv)
     lm_paired.main(argv)  # the same name again replaces the entry
-    (entry,) = json.loads(results.read_text())["paired"]
-    assert entry["command"] == (
-        f"python -m research.lm_paired warm grpo -n 30 --into {results} --name 'Rule, raised' --note 'A check.'"
-    )
+    (entry,) = [e for e in json.loads(results.read_text())["paired"] if e["name"] == "Rule, raised"]
+    # the command that plays it again, without where it was written or what it is called
+    assert entry["command"] == "python -m research.lm_paired warm grpo --start 2000 -n 30"
     text = markdown(json.loads(results.read_text()))
     assert f"Rule, raised (`{entry['command']}`): A check. Over 30 heldout_seeds tasks (easy, tasks 2000-2029)" in text
     assert "paired gain +0.500 [+0.500, +0.500], above 0 (30 tasks better, 0 worse, 0 the same)." in text
+    # the rule makes no refused call, so only the intervals decide the study's LM target here
+    assert "(valid calls ≥ 90% before and after, return intervals apart, after above): met." in text
+    flat = json.loads(results.read_text())
+    flat["paired"] = [entry]
+    entry["intervals"] = "overlapping"
+    entry["after"]["invalid_rate"]["rate"] = 0.15
+    assert "apart, after above): not met (valid calls under 90% after; intervals overlapping)." in markdown(flat)
     played = len(plays)
     for bad, why in (
         (["--into", str(results)], "needs --name"),
