@@ -154,7 +154,12 @@ def _paired(results: dict) -> list[str]:
 def _lm_target(before: dict, after: dict, intervals: str) -> str:
     """Does one comparison meet the study's LM target: valid calls >= 90% before and after GRPO, and the
     return after GRPO above the warm start's with the two 95% intervals apart?"""
-    short = [label for label, m in (("before", before), ("after", after)) if _valid(m)["rate"] < 0.9]
+    # a model that made no call has no valid-call rate, and no valid calls either: it misses the target
+    short = [
+        label
+        for label, m in (("before", before), ("after", after))
+        if not m["invalid_rate"]["n"] or _valid(m)["rate"] < 0.9
+    ]
     misses = ([f"valid calls under 90% {' and '.join(short)}"] if short else []) + (
         [] if intervals == "after above" else [f"intervals {intervals}"]
     )

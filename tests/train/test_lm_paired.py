@@ -99,6 +99,9 @@ def test_a_recorded_comparison_is_rendered_in_the_report_from_its_numbers(tmp_pa
     entry["intervals"] = "overlapping"
     entry["after"]["invalid_rate"]["rate"] = 0.15
     assert "apart, after above): not met (valid calls under 90% after; intervals overlapping)." in markdown(flat)
+    entry["before"]["invalid_rate"] = {"rate": None, "ci95": [0.0, 0.0], "n": 0}  # a model that made no call
+    assert "(no calls, missed deadlines" in markdown(flat)
+    assert "not met (valid calls under 90% before and after; intervals overlapping)." in markdown(flat)
     played = len(plays)
     for bad, why in (
         (["--into", str(results)], "needs --name"),
