@@ -66,7 +66,7 @@ from research import copy_model
 from training.collect import collect, load_conversations
 from training.evaluate import mean_ci, rate, run_episodes, summarize
 
-from .lm_report import markdown, variant_row
+from .lm_report import markdown, valid_calls_90, variant_row
 from .lm_settings import PRESETS, SETTINGS
 
 SPLIT = "heldout_seeds"
@@ -546,9 +546,8 @@ def verdict(before: dict, after: dict) -> dict:
     return {
         "grpo_beats_warm_start": gain,
         "calls_collapse": collapse,
-        # No call at all is no valid call: the rate is undefined, the target not met.
         "targets": {
-            "sft_valid_calls_90": before["invalid_rate"]["n"] > 0 and 1 - before["invalid_rate"]["rate"] >= 0.9,
+            "sft_valid_calls_90": valid_calls_90(before),
             "sft_finished_50": before["finished"]["rate"] >= 0.5,
             "grpo_gain": gain and not collapse,
         },

@@ -154,18 +154,19 @@ def _paired(results: dict) -> list[str]:
 def _lm_target(before: dict, after: dict, intervals: str) -> str:
     """Does one comparison meet the study's LM target: valid calls >= 90% before and after GRPO, and the
     return after GRPO above the warm start's with the two 95% intervals apart?"""
-    # a model that made no call has no valid-call rate, and no valid calls either: it misses the target
-    short = [
-        label
-        for label, m in (("before", before), ("after", after))
-        if not m["invalid_rate"]["n"] or _valid(m)["rate"] < 0.9
-    ]
+    short = [label for label, m in (("before", before), ("after", after)) if not valid_calls_90(m)]
     misses = ([f"valid calls under 90% {' and '.join(short)}"] if short else []) + (
         [] if intervals == "after above" else [f"intervals {intervals}"]
     )
     return "LM target (valid calls ≥ 90% before and after, return intervals apart, after above): " + (
         f"not met ({'; '.join(misses)})." if misses else "met."
     )
+
+
+def valid_calls_90(m: dict) -> bool:
+    """The study's valid-call target: at least 90% of a model's calls accepted. No call at all is no valid
+    call: the rate is undefined and the target not met."""
+    return m["invalid_rate"]["n"] > 0 and 1 - m["invalid_rate"]["rate"] >= 0.9
 
 
 def valid_calls(m: dict) -> str:

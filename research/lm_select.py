@@ -27,7 +27,7 @@ def select(grpo_dir: Path, episodes: int, start: int, workers: int, difficulty: 
     """{"selection": [{"step", "checkpoint", "validation": SUMMARY}], "kept_step", "kept"} for one GRPO run."""
     run = grpo_dir / "run.json"
     if not run.is_file():
-        raise FileNotFoundError(f"{run}: not a finished GRPO run (training.train_grpo writes run.json at the end)")
+        raise FileNotFoundError(f"{run}: not a finished GRPO run (the GRPO trainer writes run.json when it ends)")
     steps = json.loads(run.read_text())["global_step"]
     selection = [
         {
