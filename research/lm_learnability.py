@@ -355,7 +355,7 @@ def run(
     lap("grpo")
     # The Trainer's own count (run.json): with num_iterations > 1 not every step logs a reward.
     steps = json.loads((grpo_dir / "run.json").read_text())["global_step"]
-    kept, selection = grpo_dir, None
+    kept, selection, kept_step = grpo_dir, None, None
     if cfg["grpo_save_steps"]:
         saved = grpo_checkpoints(grpo_dir, steps)
         selection = [
@@ -372,7 +372,8 @@ def run(
             }
             for step, path in saved
         ]
-        kept = dict(saved)[pick_grpo_step(selection)]
+        kept_step = pick_grpo_step(selection)
+        kept = dict(saved)[kept_step]
         lap("select_grpo")
     after = evaluation(kept, n_eval, workers=procs, start=cfg["eval_start"], difficulty=difficulty)
     lap("eval_grpo")
@@ -421,7 +422,7 @@ def run(
         "grpo": {
             "steps": len(rewards),
             "rewards": rewards,
-            **({"selection": selection, "kept_step": pick_grpo_step(selection)} if selection else {}),
+            **({"selection": selection, "kept_step": kept_step} if selection else {}),
             "global_step": steps,
             # steps whose group of rollouts all scored the same: zero advantage, nothing learned
             "zero_std_steps": sum(
