@@ -96,34 +96,46 @@ def markdown(results: dict) -> str:
 
 
 def _replicates(results: dict) -> list[str]:
-    """The same recipe run again with other seeds, on the same held-out tasks: how much of the result is the
-    recipe and how much the warm start it happened to draw."""
+    """The same recipe run again with other seeds: how much of the result is the recipe and how much the warm
+    start it happened to draw, and whether the replicate meets the LM target."""
 
     def ret(m: dict) -> float:
         return m["mean_return"]["mean"]
 
     lines = []
     published = results["eval"]["warm start (SFT)"], results["eval"]["SFT + GRPO"]
+    first = results["config"]["settings"].get("eval_start", 2000) if "config" in results else 2000
     for r in results.get("replicates", []):
         before, after = r["warm start (SFT)"], r["SFT + GRPO"]
         lo, hi = after["mean_return"]["ci95"]
-        apart = lo > before["mean_return"]["ci95"][1] or hi < before["mean_return"]["ci95"][0]
+        b_lo, b_hi = before["mean_return"]["ci95"]
+        intervals = "after above" if lo > b_hi else "after below" if hi < b_lo else "overlapping"
+        start, n = r.get("eval_start", first), before["episodes"]
+        tasks = (
+            "the same held-out tasks"
+            if (start, n) == (first, published[0]["episodes"])
+            else f"held-out tasks {start}-{start + n - 1}"
+        )
         # Is the result the recipe's or its draw? Compare the warm starts' spread with what GRPO moved.
         spread = abs(ret(before) - ret(published[0]))
         moved = max(abs(ret(after) - ret(before)), abs(ret(published[1]) - ret(published[0])))
         lines += [
             "",
-            f"The same recipe with seed {r['seed']} (`{r['command']}`), on the same held-out tasks: warm start "
-            f"{_mean(before['mean_return'])} (valid calls {100 * _valid(before)['rate']:.1f}%, missed deadlines "
-            f"{100 * before['missed_deadline']['rate']:.1f}%), after GRPO {_mean(after['mean_return'])}, intervals "
-            + ("apart" if apart else "overlapping")
+            f"The same recipe with seed {r['seed']} (`{r['command']}`), on {tasks}: "
+            + (f"{r['note']} " if r.get("note") else "")
+            + f"warm start {_mean(before['mean_return'])} ({valid_calls(before)}, missed deadlines "
+            f"{100 * before['missed_deadline']['rate']:.1f}%), after GRPO {_mean(after['mean_return'])} "
+            f"({valid_calls(after)}), intervals "
+            + ("apart" if intervals != "overlapping" else "overlapping")
             + "."
             + (
                 f" The two warm starts differ by {spread:.3f}, GRPO moved either by at most {moved:.3f}: the "
                 "result depends on the warm start drawn more than on GRPO."
                 if spread > moved
                 else ""
-            ),
+            )
+            + " "
+            + _lm_target(before, after, intervals),
         ]
     return lines
 

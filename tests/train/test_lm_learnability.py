@@ -206,19 +206,56 @@ def test_a_replicate_of_the_recipe_is_rendered_from_its_numbers_and_says_when_th
     from research.lm_report import _replicates, markdown
 
     results = json.loads(RESULTS.read_text())
-    (rep,) = results["replicates"]  # the published report carries its replicate
+    rep = results["replicates"][0]  # the published report carries its replicates
     text = markdown(results)
     before, after = rep["warm start (SFT)"]["mean_return"], rep["SFT + GRPO"]["mean_return"]
-    assert f"The same recipe with seed {rep['seed']} (`{rep['command']}`)" in text
+    assert f"The same recipe with seed {rep['seed']} (`{rep['command']}`), on the same held-out tasks" in text
     assert f"warm start {before['mean']:.3f} [{before['ci95'][0]:.3f}, {before['ci95'][1]:.3f}]" in text
     assert f"after GRPO {after['mean']:.3f} [{after['ci95'][0]:.3f}, {after['ci95'][1]:.3f}]" in text
     # a replicate whose warm start lands where the published one did carries no claim about the draw
     same = copy.deepcopy(results)
+    same["replicates"] = [same["replicates"][0]]
     same["replicates"][0]["warm start (SFT)"] = same["eval"]["warm start (SFT)"]
     same["replicates"][0]["SFT + GRPO"] = same["eval"]["SFT + GRPO"]
     (line,) = [x for x in _replicates(same) if x]
     assert "depends on the warm start drawn" not in line and "intervals overlapping" in line
+    assert line.endswith(
+        "LM target (valid calls ≥ 90% before and after, return intervals apart, after above): "
+        "not met (intervals overlapping)."
+    )
     assert _replicates({"eval": results["eval"]}) == []
+
+
+def test_a_replicate_on_other_tasks_names_them_and_meets_the_lm_target_only_when_both_hold():
+    import copy
+    import json
+
+    from research.lm_learnability import RESULTS
+    from research.lm_report import _replicates
+
+    results = json.loads(RESULTS.read_text())
+    rep = copy.deepcopy(results["replicates"][0])
+    before, after = rep["warm start (SFT)"], rep["SFT + GRPO"]
+    for m in (before, after):
+        m["episodes"] = 2000
+        m["invalid_rate"] = {"rate": 0.05, "ci95": [0.045, 0.055], "n": 16000}
+    before["mean_return"] = {"mean": 0.70, "ci95": [0.66, 0.74]}
+    after["mean_return"] = {"mean": 0.85, "ci95": [0.82, 0.88]}
+    rep["note"] = "A fourth seed."
+    results["replicates"] = [rep]
+    (line,) = [x for x in _replicates(results) if x]
+    assert f"(`{rep['command']}`), on held-out tasks 2000-3999: A fourth seed. warm start 0.700 [0.660, 0.740] " in line
+    assert (
+        "(valid calls 95.0%, missed deadlines" in line and "after GRPO 0.850 [0.820, 0.880] (valid calls 95.0%)" in line
+    )
+    assert line.endswith("after above): met.")
+    after["invalid_rate"]["rate"] = 0.12  # the gain, but with too many refused calls
+    (line,) = [x for x in _replicates(results) if x]
+    assert line.endswith("not met (valid calls under 90% after).")
+    after["invalid_rate"]["rate"] = 0.05
+    after["mean_return"] = {"mean": 0.55, "ci95": [0.52, 0.58]}  # GRPO made it worse, intervals apart
+    (line,) = [x for x in _replicates(results) if x]
+    assert "intervals apart." in line and line.endswith("not met (intervals after below).")
 
 
 def test_grpo_selection_lists_every_saved_model_once_and_keeps_the_best_on_validation(tmp_path):
