@@ -122,8 +122,7 @@ def _replicates(results: dict) -> list[str]:
         lines += [
             "",
             f"The same recipe with seed {r['seed']} (`{r['command']}`), on {tasks}: "
-            + (f"{r['note']} " if r.get("note") else "")
-            + f"warm start {_mean(before['mean_return'])} ({valid_calls(before)}, missed deadlines "
+            f"warm start {_mean(before['mean_return'])} ({valid_calls(before)}, missed deadlines "
             f"{100 * before['missed_deadline']['rate']:.1f}%), after GRPO {_mean(after['mean_return'])} "
             f"({valid_calls(after)}), intervals "
             + ("apart" if intervals != "overlapping" else "overlapping")
@@ -134,6 +133,7 @@ def _replicates(results: dict) -> list[str]:
                 if spread > moved
                 else ""
             )
+            + (f" {r['note']}" if r.get("note") else "")
             + " "
             + _lm_target(before, after, intervals),
         ]

@@ -244,11 +244,11 @@ def test_a_replicate_on_other_tasks_names_them_and_meets_the_lm_target_only_when
     rep["note"] = "A fourth seed."
     results["replicates"] = [rep]
     (line,) = [x for x in _replicates(results) if x]
-    assert f"(`{rep['command']}`), on held-out tasks 2000-3999: A fourth seed. warm start 0.700 [0.660, 0.740] " in line
+    assert f"(`{rep['command']}`), on held-out tasks 2000-3999: warm start 0.700 [0.660, 0.740] " in line
     assert (
         "(valid calls 95.0%, missed deadlines" in line and "after GRPO 0.850 [0.820, 0.880] (valid calls 95.0%)" in line
     )
-    assert line.endswith("after above): met.")
+    assert "intervals apart." in line and " A fourth seed. LM target" in line and line.endswith("after above): met.")
     after["invalid_rate"]["rate"] = 0.12  # the gain, but with too many refused calls
     (line,) = [x for x in _replicates(results) if x]
     assert line.endswith("not met (valid calls under 90% after).")
