@@ -25,7 +25,7 @@ from releaseops_arena.splits import task_scenario
 from training.evaluate import mean_ci, run_episodes
 
 from .lm_learnability import DIFFICULTIES, DIFFICULTY, SPLIT, checkpoint_policy, one_thread_children, summary
-from .lm_report import valid_calls
+from .lm_report import intervals, valid_calls
 
 
 def played(checkpoint: str, start: int, n: int, workers: int, split: str, difficulty: str) -> list[dict]:
@@ -44,11 +44,10 @@ def paired(before: list[dict], after: list[dict]) -> dict:
         raise ValueError("the two checkpoints were not played on the same tasks")
     gains = [late["episode_return"] - early["episode_return"] for early, late in zip(before, after)]
     first, second = summary(before), summary(after)
-    (lo1, hi1), (lo2, hi2) = first["mean_return"]["ci95"], second["mean_return"]["ci95"]
     return {
         "before": first,
         "after": second,
-        "intervals": "after above" if lo2 > hi1 else "after below" if hi2 < lo1 else "overlapping",
+        "intervals": intervals(first, second),
         "gain": {"mean": round(sum(gains) / len(gains), 4), "ci95": mean_ci(gains)},
         "tasks": {
             "better": sum(g > 1e-9 for g in gains),

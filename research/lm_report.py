@@ -104,12 +104,11 @@ def _replicates(results: dict) -> list[str]:
 
     lines = []
     published = results["eval"]["warm start (SFT)"], results["eval"]["SFT + GRPO"]
-    first = results["config"]["settings"].get("eval_start", 2000) if "config" in results else 2000
     for r in results.get("replicates", []):
         before, after = r["warm start (SFT)"], r["SFT + GRPO"]
-        lo, hi = after["mean_return"]["ci95"]
-        b_lo, b_hi = before["mean_return"]["ci95"]
-        intervals = "after above" if lo > b_hi else "after below" if hi < b_lo else "overlapping"
+        relative = intervals(before, after)
+        # A replicate without its own first task was played where the published run was.
+        first = results["config"]["settings"]["eval_start"]
         start, n = r.get("eval_start", first), before["episodes"]
         tasks = (
             "the same held-out tasks"
@@ -125,7 +124,7 @@ def _replicates(results: dict) -> list[str]:
             f"warm start {_mean(before['mean_return'])} ({valid_calls(before)}, missed deadlines "
             f"{100 * before['missed_deadline']['rate']:.1f}%), after GRPO {_mean(after['mean_return'])} "
             f"({valid_calls(after)}), intervals "
-            + ("apart" if intervals != "overlapping" else "overlapping")
+            + ("apart" if relative != "overlapping" else "overlapping")
             + "."
             + (
                 f" The two warm starts differ by {spread:.3f}, GRPO moved either by at most {moved:.3f}: the "
@@ -135,7 +134,7 @@ def _replicates(results: dict) -> list[str]:
             )
             + (f" {r['note']}" if r.get("note") else "")
             + " "
-            + _lm_target(before, after, intervals),
+            + _lm_target(before, after, relative),
         ]
     return lines
 
@@ -163,12 +162,18 @@ def _paired(results: dict) -> list[str]:
     return lines
 
 
-def _lm_target(before: dict, after: dict, intervals: str) -> str:
+def intervals(before: dict, after: dict) -> str:
+    """How two summaries' 95% return intervals lie: "after above", "after below" or "overlapping"."""
+    (lo1, hi1), (lo2, hi2) = before["mean_return"]["ci95"], after["mean_return"]["ci95"]
+    return "after above" if lo2 > hi1 else "after below" if hi2 < lo1 else "overlapping"
+
+
+def _lm_target(before: dict, after: dict, relative: str) -> str:
     """Does one comparison meet the study's LM target: valid calls >= 90% before and after GRPO, and the
     return after GRPO above the warm start's with the two 95% intervals apart?"""
     short = [label for label, m in (("before", before), ("after", after)) if not valid_calls_90(m)]
     misses = ([f"valid calls under 90% {' and '.join(short)}"] if short else []) + (
-        [] if intervals == "after above" else [f"intervals {intervals}"]
+        [] if relative == "after above" else [f"intervals {relative}"]
     )
     return "LM target (valid calls ≥ 90% before and after, return intervals apart, after above): " + (
         f"not met ({'; '.join(misses)})." if misses else "met."
