@@ -9,7 +9,7 @@ allow) repeated until the engine cuts the episode, while episodes sampled at tem
 far more calls than the greedy policy does, so few groups contrast the greedy failure with a way out.
 
 Here a group shares the current greedy episode up to one turn: the turn of its first refused call
-and the turn before it (for a failure without a refusal, a random turn and the last one; for a
+and (unless `--no-before`) the turn before it (for a failure without a refusal, a random turn and the last one; for a
 `--keep-share` of the safe ships, a random turn, so a good call is kept). `--samples` calls are
 sampled at that turn at `--temperature` and each episode is finished greedily, as the policy is
 evaluated; a sample equal to the greedy call keeps the greedy return without a replay. The group's
@@ -76,15 +76,18 @@ class BranchPolicy(LLMPolicy):
         self._cache, self._cached = self._new_cache(), []
 
 
-def branch_turns(run: dict, turns: int, call_turns: list[int], rng: random.Random, keep_share: float) -> list[int]:
-    """The turns a greedy episode is branched at: its first refused call's turn and the one before; for a failure
-    without a refusal a random turn and the last; for a safe ship, a random turn with probability `keep_share`."""
+def branch_turns(
+    run: dict, turns: int, call_turns: list[int], rng: random.Random, keep_share: float, before: bool = True
+) -> list[int]:
+    """The turns a greedy episode is branched at: its first refused call's turn and (if `before`) the one before;
+    for a failure without a refusal a random turn and the last; for a safe ship, a random turn with probability
+    `keep_share`."""
     if turns == 0:
         return []
     refused = next((i for i, step in enumerate(run["steps"]) if step.get("error")), None)
     if refused is not None:
         b = call_turns[refused]
-        return [t for t in (b - 1, b) if t >= 1]
+        return [t for t in ((b - 1, b) if before else (b,)) if t >= 1]
     if run["metrics"]["outcome"] != "safe_ship":
         return sorted({rng.randint(1, turns), turns})
     return [rng.randint(1, turns)] if rng.random() < keep_share else []
@@ -171,7 +174,7 @@ def train(args: argparse.Namespace) -> dict:
         window["episodes"] += 1
         window["safe_ship"] += run["metrics"]["outcome"] == "safe_ship"
         window["return"] += run["return"]
-        for turn in branch_turns(run, len(turn_log), call_turns, rng, args.keep_share):
+        for turn in branch_turns(run, len(turn_log), call_turns, rng, args.keep_share, args.before):
             policy.turn_log = turn_log  # the greedy episode's turns, not the last replay's
             g = group(policy, scenario, turn, run["return"], args.samples)
             window["groups"] += 1
@@ -223,6 +226,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--groups", type=int, default=4, help="groups per optimizer step")
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--keep-share", type=float, default=0.25, help="share of safe ships branched at a random turn")
+    p.add_argument(
+        "--no-before",
+        dest="before",
+        action="store_false",
+        help="branch a refused call only at its own turn, not also at the turn before",
+    )
     p.add_argument("--save-every", type=int, default=10, help="updates between checkpoints")
     p.add_argument("--start", type=int, default=300_000, help="first train-split task")
     p.add_argument("--difficulty", choices=["easy", "medium", "hard"], default="easy")

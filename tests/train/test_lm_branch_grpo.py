@@ -21,6 +21,7 @@ def test_a_failure_branches_at_the_turn_of_its_first_refused_call_and_the_turn_b
     rng = random.Random(0)
     run = _run("missed_deadline", [False, False, True, True, True])
     assert bg.branch_turns(run, 5, [1, 2, 3, 4, 5], rng, 0.0) == [2, 3]
+    assert bg.branch_turns(run, 5, [1, 2, 3, 4, 5], rng, 0.0, before=False) == [3]  # --no-before: its own turn only
     # two calls in one turn: the branch is the refused call's turn, not its index
     assert bg.branch_turns(run, 3, [1, 1, 2, 3, 3], rng, 0.0) == [1, 2]
     assert bg.branch_turns(_run("missed_deadline", [True]), 1, [1], rng, 0.0) == [1]  # no turn before the first
