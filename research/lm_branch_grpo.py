@@ -15,7 +15,8 @@ sampled at that turn at `--temperature` and each episode is finished greedily, a
 evaluated; a sample equal to the greedy call keeps the greedy return without a replay. The group's
 normalised returns are the advantages of that one turn's tokens (REINFORCE with the group's mean as
 baseline, on-policy, one update per `--groups` groups, no ratio, clip or KL term). Train-split tasks
-only, from `--start`: never the selection's validation tasks nor a held-out task.
+only, from `--start` (by default 300000, far past the selection's validation tasks at 100000), never a
+held-out task.
 
 It leaves `checkpoint-<update>/` folders, the final model and run.json (`global_step`) as TRL's
 trainer does, so `research.lm_select` chooses among them on validation.
@@ -33,6 +34,7 @@ from pathlib import Path
 from releaseops_arena.policies import play
 from releaseops_arena.splits import task_scenario
 from research import copy_model
+from research.lm_recovery import first_refusal
 from training.llm_policy import LLMPolicy
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json")
@@ -84,7 +86,7 @@ def branch_turns(
     `keep_share`."""
     if turns == 0:
         return []
-    refused = next((i for i, step in enumerate(run["steps"]) if step.get("error")), None)
+    refused = first_refusal(run)
     if refused is not None:
         b = call_turns[refused]
         return [t for t in ((b - 1, b) if before else (b,)) if t >= 1]
