@@ -14,7 +14,13 @@ and (unless `--no-before`) the turn before it (for a failure without a refusal, 
 sampled at that turn at `--temperature` and each episode is finished greedily, as the policy is
 evaluated; a sample equal to the greedy call keeps the greedy return without a replay. The group's
 normalised returns are the advantages of that one turn's tokens (REINFORCE with the group's mean as
-baseline, on-policy, one update per `--groups` groups, no ratio, clip or KL term). Train-split tasks
+baseline, on-policy, one update per `--groups` groups, no ratio, clip or KL term).
+
+With `--guide` the planner's call at that turn joins each group as one more member, written as the model
+writes a call and finished greedily by the model like the samples (off-policy guidance, as in LUFFY
+(Yan et al., 2025), without its importance weighting): where no sample finds the way out of a refused call, the
+planner's may, and the group's returns, not the planner, decide whether it is raised or lowered. The planner
+reads only the public view the model's prompt renders. Train-split tasks
 only, from `--start` (by default 300000, far past the selection's validation tasks at 100000), never a
 held-out task.
 
@@ -32,6 +38,7 @@ import time
 from pathlib import Path
 
 from releaseops_arena.policies import play
+from releaseops_arena.policies.planner import ReferencePlanner
 from releaseops_arena.splits import task_scenario
 from research import copy_model
 from research.lm_recovery import first_refusal
@@ -48,22 +55,61 @@ class BranchPolicy(LLMPolicy):
         self.sample_temperature = temperature
         self.branch: int | None = None  # the turn (1-based) whose tokens are `forced`
         self.forced: list[int] | None = None
+        self.guide_turn: int | None = None  # the turn whose call is the planner's (`--guide`)
+        self.guided: list[int] | None = None  # the planner's call there, as this model's tokens
+        self.branch_prompt: list[int] | None = None  # the prompt the forced turn was decoded from
 
     def begin(self, observation: str) -> None:
         super().begin(observation)
+        self.observation = observation
         self.turn_log: list[tuple[list[int], list[int]]] = []  # (prompt ids, completion ids) per turn
         self.call_turns: list[int] = []  # the turn each call came from
 
     def _decode(self, ids: list[int]) -> list[int]:
-        out = list(self.forced) if self.turns == self.branch else super()._decode(ids)
+        if self.turns == self.branch:
+            out, self.branch_prompt = list(self.forced), ids
+        else:
+            out = super()._decode(ids)
         self.turn_log.append((ids, out))
         return out
 
     def act(self, view):
+        if self.guide_turn is not None and self.turns + 1 == self.guide_turn and not self.queue:
+            self.guided = self.planner_tokens(view)
+            if self.guided is not None:
+                self.branch, self.forced = self.guide_turn, self.guided
         call = super().act(view)
         if call is not None:
             self.call_turns.append(self.turns)
         return call
+
+    def planner_tokens(self, view) -> list[int] | None:
+        """The planner's call on this view, written as this model writes a call: the assistant turn the warm
+        start was trained on, up to its end-of-turn token. The planner reads only the public view; it starts
+        fresh here (its memory of the approvals it would have made is empty), so the call is a proposal that
+        the group's returns judge like any sample. None when the planner has no call or the rendering does not
+        extend this turn's prompt."""
+        planner = ReferencePlanner()
+        planner.begin(self.observation)
+        planner.rng = random.Random(0)
+        call = planner.act(view)
+        if call is None:
+            return None
+        tool, args = call
+        turn = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": dict(args)}}],
+        }
+        render = dict(tools=self.tools, chat_template=self.template, tokenize=False)
+        prompt = self.tokenizer.apply_chat_template(self.messages, add_generation_prompt=True, **render)
+        full = self.tokenizer.apply_chat_template(self.messages + [turn], **render)
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        whole = self.tokenizer(full, add_special_tokens=False)["input_ids"]
+        if whole[: len(ids)] != ids or self.tokenizer.eos_token_id not in whole[len(ids) :]:
+            return None
+        out = whole[len(ids) :]
+        return out[: out.index(self.tokenizer.eos_token_id) + 1]
 
     def sample(self, ids: list[int], k: int) -> list[list[int]]:
         """`k` completions of the prompt `ids`, sampled at the policy's sampling temperature."""
@@ -102,8 +148,25 @@ def advantages(returns: list[float]) -> list[float]:
     return [(r - mean) / (std + 1e-4) for r in returns]
 
 
-def group(policy: BranchPolicy, scenario: dict, turn: int, greedy_return: float, samples: int) -> dict | None:
-    """One group at `turn` of the greedy episode `policy` just played; None when every sample scored the same."""
+def guided(policy: BranchPolicy, scenario: dict, turn: int, prompt: list[int]) -> tuple[list[int], float] | None:
+    """The planner's call at `turn` of the greedy episode and the return of the episode it leads to, finished
+    greedily; None when the planner has no call there or the replay did not reach the same prompt."""
+    policy.guide_turn = turn
+    try:
+        ret = play(policy, scenario)["return"]
+        out = policy.guided
+    finally:
+        policy.guide_turn = policy.guided = policy.branch = policy.forced = None
+    if out is None or policy.branch_prompt != prompt:
+        return None
+    return out, ret
+
+
+def group(
+    policy: BranchPolicy, scenario: dict, turn: int, greedy_return: float, samples: int, guide: bool = False
+) -> dict | None:
+    """One group at `turn` of the greedy episode `policy` just played; None when every sample scored the same.
+    With `guide`, the planner's call at that turn joins the group as one more member (`planner_tokens`)."""
     prompt, greedy = policy.turn_log[turn - 1]
     outs = policy.sample(prompt, samples)
     scored: dict[tuple[int, ...], float] = {tuple(greedy): greedy_return}
@@ -114,13 +177,24 @@ def group(policy: BranchPolicy, scenario: dict, turn: int, greedy_return: float,
                 scored[tuple(out)] = play(policy, scenario)["return"]
             finally:
                 policy.branch, policy.forced = None, None
+    planner = None
+    if guide:
+        policy.branch_prompt = None
+        hit = guided(policy, scenario, turn, prompt)
+        if hit is not None:
+            planner = hit[0]
+            scored.setdefault(tuple(planner), hit[1])
+            outs = [*outs, planner]
     returns = [scored[tuple(out)] for out in outs]
     if len(set(returns)) == 1:
         return None
     weights: dict[tuple[int, ...], float] = {}
     for out, a in zip(outs, advantages(returns)):
-        weights[tuple(out)] = weights.get(tuple(out), 0.0) + a / samples
-    return {"prompt": prompt, "completions": weights, "returns": returns}
+        weights[tuple(out)] = weights.get(tuple(out), 0.0) + a / len(outs)
+    out = {"prompt": prompt, "completions": weights, "returns": returns}
+    if planner is not None:
+        out["planner"] = {"return": scored[tuple(planner)], "best": scored[tuple(planner)] >= max(returns)}
+    return out
 
 
 def update(policy: BranchPolicy, optimizer, groups: list[dict], clip: float = 1.0) -> float:
@@ -167,7 +241,7 @@ def train(args: argparse.Namespace) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     log = (args.out / "log.jsonl").open("w")
     started, task, updates, pending = time.monotonic(), args.start, 0, []
-    window = {"episodes": 0, "safe_ship": 0, "return": 0.0, "groups": 0, "flat": 0}
+    window = {"episodes": 0, "safe_ship": 0, "return": 0.0, "groups": 0, "flat": 0, "planner": 0, "planner_best": 0}
     while time.monotonic() - started < args.minutes * 60 and (args.updates is None or updates < args.updates):
         scenario = task_scenario("train", task, args.difficulty)
         task += 1
@@ -178,9 +252,12 @@ def train(args: argparse.Namespace) -> dict:
         window["return"] += run["return"]
         for turn in branch_turns(run, len(turn_log), call_turns, rng, args.keep_share, args.before):
             policy.turn_log = turn_log  # the greedy episode's turns, not the last replay's
-            g = group(policy, scenario, turn, run["return"], args.samples)
+            g = group(policy, scenario, turn, run["return"], args.samples, args.guide)
             window["groups"] += 1
             window["flat"] += g is None
+            if g is not None and "planner" in g:
+                window["planner"] += 1
+                window["planner_best"] += g["planner"]["best"]
             if g is not None:
                 pending.append(g)
         if len(pending) >= args.groups:
@@ -196,6 +273,7 @@ def train(args: argparse.Namespace) -> dict:
                 "greedy_return": round(window["return"] / window["episodes"], 3),
                 "groups": window["groups"],
                 "flat_groups": window["flat"],
+                **({"planner_groups": window["planner"], "planner_best": window["planner_best"]} if args.guide else {}),
             }
             log.write(json.dumps(row) + "\n")
             log.flush()
@@ -206,7 +284,7 @@ def train(args: argparse.Namespace) -> dict:
                 save(policy, args.model, args.out / f"checkpoint-{updates}")
     save(policy, args.model, args.out)
     run_info = {
-        "method": "branch-point GRPO (research.lm_branch_grpo)",
+        "method": "branch-point GRPO (research.lm_branch_grpo)" + (", planner-guided" if args.guide else ""),
         "model": str(args.model),
         "global_step": updates,
         "tasks": {"split": "train", "difficulty": args.difficulty, "start": args.start, "end": task},
@@ -233,6 +311,11 @@ def main(argv: list[str] | None = None) -> dict:
         dest="before",
         action="store_false",
         help="branch a refused call only at its own turn, not also at the turn before",
+    )
+    p.add_argument(
+        "--guide",
+        action="store_true",
+        help="add the planner's call at the branch turn to each group, judged by its return like a sample",
     )
     p.add_argument("--save-every", type=int, default=10, help="updates between checkpoints")
     p.add_argument("--start", type=int, default=300_000, help="first train-split task")

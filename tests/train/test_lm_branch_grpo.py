@@ -79,6 +79,45 @@ def test_a_group_replays_each_new_call_once_and_weights_it_by_its_advantage(monk
     assert replayed == []
 
 
+def test_a_guided_group_adds_the_planner_call_and_judges_it_by_its_return(monkeypatch):
+    monkeypatch.setattr(bg, "guided", lambda policy, scenario, turn, prompt: ([6], 1.2))
+    # every sample is the greedy call: unguided, nothing to learn; guided, the planner's way out is raised
+    g = bg.group(FakePolicy([[8]] * 4), {}, 2, -1.5, 4, guide=True)
+    assert g["returns"] == [-1.5] * 4 + [1.2]
+    assert g["completions"][(6,)] > 0 > g["completions"][(8,)]
+    assert sum(g["completions"].values()) == pytest.approx(0.0, abs=1e-9)
+    assert g["planner"] == {"return": 1.2, "best": True}
+    # a planner call that does worse than the samples is lowered, not imitated
+    monkeypatch.setattr(bg, "play", lambda policy, scenario: {"return": 1.0})
+    monkeypatch.setattr(bg, "guided", lambda policy, scenario, turn, prompt: ([6], -2.0))
+    g = bg.group(FakePolicy([[9]] * 4), {}, 2, -1.5, 4, guide=True)
+    assert g["completions"][(6,)] < 0 < g["completions"][(9,)] and g["planner"]["best"] is False
+    monkeypatch.setattr(bg, "guided", lambda policy, scenario, turn, prompt: None)  # no planner call there
+    assert bg.group(FakePolicy([[8]] * 4), {}, 2, -1.5, 4, guide=True) is None
+
+
+def test_the_planner_call_is_played_at_the_branch_turn_as_the_model_writes_a_call(tmp_path):
+    from releaseops_arena.policies.planner import ReferencePlanner
+
+    source = _tiny_checkpoint(tmp_path)
+    policy = bg.BranchPolicy(str(source), 1.0)
+    policy.max_new_tokens = 8  # a random tiny model writes no call: its episode stops after its first turn
+    scenario = bg.task_scenario("train", 777, "easy")
+    bg.play(policy, scenario)
+    prompt = policy.turn_log[0][0]
+    planner_first = bg.play(ReferencePlanner(), scenario)["steps"][0]
+    policy.guide_turn = 1
+    run = bg.play(policy, scenario)
+    tokens = policy.guided
+    policy.guide_turn = policy.guided = policy.branch = policy.forced = None
+    # the engine received the planner's own call, from tokens the model could have written
+    assert run["steps"][0]["tool"] == planner_first["tool"] and "error" not in run["steps"][0]
+    assert run["steps"][0]["arguments"] == planner_first["arguments"]
+    assert tokens[-1] == policy.tokenizer.eos_token_id and policy.branch_prompt == prompt
+    assert bg.guided(policy, scenario, 1, prompt) == (tokens, run["return"])
+    assert bg.guided(policy, scenario, 1, prompt + [0]) is None  # a replay that drifted from the greedy prompt
+
+
 def test_an_update_raises_the_better_call_and_lowers_the_worse_and_drops_the_stale_cache():
     from research.copy_model import build_pointer_model, result_tokens
     from training.tiny_model import build_tokenizer
@@ -118,17 +157,9 @@ def test_an_update_raises_the_better_call_and_lowers_the_worse_and_drops_the_sta
 
 
 def test_it_trains_on_train_split_tasks_from_start_only_and_leaves_a_run_lm_select_reads(tmp_path, monkeypatch):
-    from research.copy_model import build_pointer_model, register, result_tokens
     from research.lm_learnability import grpo_checkpoints
-    from training.tiny_model import build_tokenizer
 
-    register()
-    tokenizer = build_tokenizer()
-    model = build_pointer_model(tokenizer, hidden=32, layers=1, seed=3)
-    model.config.result_token_ids = list(result_tokens(tokenizer))
-    source = tmp_path / "sft"
-    model.save_pretrained(source)
-    tokenizer.save_pretrained(source)
+    source = _tiny_checkpoint(tmp_path)
     drawn = []
     real = bg.task_scenario
 
@@ -158,3 +189,18 @@ def _short_turns(init):
         init(self, checkpoint, max_new_tokens=8)
 
     return wrapped
+
+
+def _tiny_checkpoint(tmp_path):
+    """An untrained one-layer copy model and its tokenizer, saved as a warm start's folder."""
+    from research.copy_model import build_pointer_model, register, result_tokens
+    from training.tiny_model import build_tokenizer
+
+    register()
+    tokenizer = build_tokenizer()
+    model = build_pointer_model(tokenizer, hidden=32, layers=1, seed=3)
+    model.config.result_token_ids = list(result_tokens(tokenizer))
+    source = tmp_path / "sft"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    return source
