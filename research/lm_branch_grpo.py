@@ -20,9 +20,10 @@ With `--guide` the planner's call at that turn joins each group as one more memb
 writes a call and finished greedily by the model like the samples (off-policy guidance, as in LUFFY
 (Yan et al., 2025), without its importance weighting): where no sample finds the way out of a refused call, the
 planner's may, and the group's returns, not the planner, decide whether it is raised or lowered. The planner
-reads only the public view the model's prompt renders. Train-split tasks
-only, from `--start` (by default 300000, far past the selection's validation tasks at 100000), never a
-held-out task.
+reads only the public view the model's prompt renders.
+
+Train-split tasks only, from `--start` (by default 300000, far past the selection's validation tasks at
+100000), never a held-out task.
 
 It leaves `checkpoint-<update>/` folders, the final model and run.json (`global_step`) as TRL's
 trainer does, so `research.lm_select` chooses among them on validation.
@@ -151,7 +152,7 @@ def advantages(returns: list[float]) -> list[float]:
 def guided(policy: BranchPolicy, scenario: dict, turn: int, prompt: list[int]) -> tuple[list[int], float] | None:
     """The planner's call at `turn` of the greedy episode and the return of the episode it leads to, finished
     greedily; None when the planner has no call there or the replay did not reach the same prompt."""
-    policy.guide_turn = turn
+    policy.guide_turn, policy.branch_prompt = turn, None
     try:
         ret = play(policy, scenario)["return"]
         out = policy.guided
@@ -179,7 +180,6 @@ def group(
                 policy.branch, policy.forced = None, None
     planner = None
     if guide:
-        policy.branch_prompt = None
         hit = guided(policy, scenario, turn, prompt)
         if hit is not None:
             planner = hit[0]
