@@ -249,37 +249,8 @@ def run(
         stages[name] = {"wall_s": round(wall - clock[0], 1), "cpu_s": round(cpu - clock[1], 1)}
         clock[:] = [wall, cpu]
 
-    seeds = [seed + k for k in range(int(cfg["sft_seeds"]))]
-    if not 1 <= len(seeds) <= procs:
-        raise SystemExit(f"sft_seeds={cfg['sft_seeds']}: expected 1..processes ({procs}), one warm start per process")
-    base = build_base(out_dir / "base", cfg, seed)
+    base, episodes, warms, warm = warm_stage(out_dir, cfg, seed, minutes, difficulty, lap)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    lap("build")
-    conversations = warm_conversations(
-        cfg["warm_policy"], cfg["warm_episodes"], seed, cfg["recovery"], difficulty, cfg["recovery_calls"]
-    )
-    lap("collect")
-    jobs = [(s, out_dir, cfg, conversations, cfg["sft_share"] * minutes, procs > 1) for s in seeds]
-    if len(jobs) == 1:
-        warms = [warm_one(jobs[0])]
-    else:
-        import multiprocessing as mp
-
-        with one_thread_children(), mp.get_context("spawn").Pool(len(jobs)) as pool:
-            warms = pool.map(warm_one, jobs)
-    lap("sft")
-    if len(warms) > 1:
-        for w in warms:
-            w["validation"] = evaluation(
-                w["dir"],
-                cfg["select_episodes"],
-                workers=procs,
-                start=cfg["select_start"],
-                split="train",
-                difficulty=difficulty,
-            )
-        lap("select")
-    warm = pick_warm_start(warms)
     sft_dir = Path(warm["dir"])
     before = evaluation(sft_dir, n_eval, workers=procs, start=cfg["eval_start"], difficulty=difficulty)
     lap("eval_sft")
@@ -394,7 +365,7 @@ def run(
             "settings": cfg,
             "vocab": len(tokenizer),
             "parameters": parameters(base),
-            "warm_start_episodes": len(conversations),
+            "warm_start_episodes": episodes,
             "grpo_minutes": round(grpo_minutes, 2),
         },
         "stages": stages,
@@ -446,6 +417,46 @@ def run(
         **verdict(before, after),
         "variants": [],
     }
+
+
+def warm_stage(
+    out_dir: Path, cfg: dict, seed: int, minutes: float, difficulty: str = DIFFICULTY, lap=lambda name: None
+) -> tuple[Path, int, list[dict], dict]:
+    """The experiment's first stages (`run`'s, and `research.lm_warm`'s alone): build the untrained model,
+    collect the warm-start conversations, train `sft_seeds` warm starts side by side for `sft_share` of
+    `minutes`, and keep the best on the train-split validation tasks. Returns (base folder, conversations
+    collected, every warm start, the kept one); `lap(stage)` times each stage for `run`."""
+    procs = int(cfg["processes"])
+    seeds = [seed + k for k in range(int(cfg["sft_seeds"]))]
+    if not 1 <= len(seeds) <= procs:
+        raise SystemExit(f"sft_seeds={cfg['sft_seeds']}: expected 1..processes ({procs}), one warm start per process")
+    base = build_base(out_dir / "base", cfg, seed)
+    lap("build")
+    conversations = warm_conversations(
+        cfg["warm_policy"], cfg["warm_episodes"], seed, cfg["recovery"], difficulty, cfg["recovery_calls"]
+    )
+    lap("collect")
+    jobs = [(s, out_dir, cfg, conversations, cfg["sft_share"] * minutes, procs > 1) for s in seeds]
+    if len(jobs) == 1:
+        warms = [warm_one(jobs[0])]
+    else:
+        import multiprocessing as mp
+
+        with one_thread_children(), mp.get_context("spawn").Pool(len(jobs)) as pool:
+            warms = pool.map(warm_one, jobs)
+    lap("sft")
+    if len(warms) > 1:
+        for w in warms:
+            w["validation"] = evaluation(
+                w["dir"],
+                cfg["select_episodes"],
+                workers=procs,
+                start=cfg["select_start"],
+                split="train",
+                difficulty=difficulty,
+            )
+        lap("select")
+    return base, len(conversations), warms, pick_warm_start(warms)
 
 
 def build_base(out: Path, cfg: dict, seed: int) -> Path:
@@ -555,6 +566,34 @@ def verdict(before: dict, after: dict) -> dict:
     }
 
 
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """--preset and --set, shared by this experiment and its warm-start stage alone (`research.lm_warm`)."""
+    parser.add_argument("--preset", choices=list(PRESETS), default="defaults", help="a named, complete set of settings")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a setting of the preset ({', '.join(SETTINGS)}); values are JSON",
+    )
+
+
+def parsed_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
+    """The preset's settings with each --set applied; a bad key or rule is a parser error before any training."""
+    settings = dict(PRESETS[args.preset])
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in SETTINGS or not value:
+            parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)}")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:  # a bare word: mine_keep=unfinished
+            settings[key] = value
+    if settings["mine_keep"] not in MINE_KEEP:  # before minutes of warm start, not at the mining
+        parser.error(f"--set mine_keep={settings['mine_keep']!r}: expected one of {', '.join(MINE_KEEP)}")
+    return settings
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -574,27 +613,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("-n", "--n-eval", type=int, default=100, help="held-out episodes per evaluation")
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--preset", choices=list(PRESETS), default="defaults", help="a named, complete set of settings")
-    parser.add_argument(
-        "--set",
-        nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"override a setting of the preset ({', '.join(SETTINGS)}); values are JSON",
-    )
+    add_settings_arguments(parser)
     parser.add_argument("--variant", default=None, help="name this run in the variants table")
     args = parser.parse_args(argv)
-    settings = dict(PRESETS[args.preset])
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if key not in SETTINGS or not value:
-            parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)}")
-        try:
-            settings[key] = json.loads(value)
-        except json.JSONDecodeError:  # a bare word: mine_keep=unfinished
-            settings[key] = value
-    if settings["mine_keep"] not in MINE_KEEP:  # before minutes of warm start, not at the mining
-        parser.error(f"--set mine_keep={settings['mine_keep']!r}: expected one of {', '.join(MINE_KEEP)}")
+    settings = parsed_settings(parser, args)
     results = run(args.minutes, args.out, args.seed, args.n_eval, settings, args.difficulty)
     results["command"] = "python -m research.lm_learnability " + " ".join(sys.argv[1:] if argv is None else argv)
     # Earlier runs' rows are kept: the table lists every variant tried, this run's rows last.

@@ -82,6 +82,7 @@ def markdown(results: dict) -> str:
         + (" (calls per episode fell under half)" if results["calls_collapse"] else "")
         + ".",
     ]
+    lines += ["", _lm_target_summary(results)]
     lines += _replicates(results)
     lines += _paired(results)
     lines += _recovery_probe(results)
@@ -171,12 +172,33 @@ def intervals(before: dict, after: dict) -> str:
 def _lm_target(before: dict, after: dict, relative: str) -> str:
     """Does one comparison meet the study's LM target: valid calls >= 90% before and after GRPO, and the
     return after GRPO above the warm start's with the two 95% intervals apart?"""
-    short = [label for label, m in (("before", before), ("after", after)) if not valid_calls_90(m)]
-    misses = ([f"valid calls under 90% {' and '.join(short)}"] if short else []) + (
-        [] if relative == "after above" else [f"intervals {relative}"]
-    )
+    misses = _lm_target_misses(before, after, relative)
     return "LM target (valid calls ≥ 90% before and after, return intervals apart, after above): " + (
         f"not met ({'; '.join(misses)})." if misses else "met."
+    )
+
+
+def _lm_target_misses(before: dict, after: dict, relative: str) -> list[str]:
+    short = [label for label, m in (("before", before), ("after", after)) if not valid_calls_90(m)]
+    return ([f"valid calls under 90% {' and '.join(short)}"] if short else []) + (
+        [] if relative == "after above" else [f"intervals {relative}"]
+    )
+
+
+def _lm_target_summary(results: dict) -> str:
+    """One line over every GRPO run measured against the LM target (the published run, its replicates, the
+    paired runs), naming those that meet it: a reader sees how many tries a run that passed is among."""
+    published = results["eval"]["warm start (SFT)"], results["eval"]["SFT + GRPO"]
+    runs = [("the run above", *published, intervals(*published))]
+    for r in results.get("replicates", []):
+        before, after = r["warm start (SFT)"], r["SFT + GRPO"]
+        runs.append((f"the seed-{r['seed']} replicate", before, after, intervals(before, after)))
+    runs += [(r["name"], r["before"], r["after"], r["intervals"]) for r in results.get("paired", [])]
+    met = [name for name, *compared in runs if not _lm_target_misses(*compared)]
+    return (
+        f"LM target (valid calls ≥ 90% before and after GRPO, return intervals apart on held-out tasks): of "
+        f"{len(runs)} GRPO runs measured against it (the run above, its replicates and the paired runs below), "
+        + (f"{len(met)} meet{'s' if len(met) == 1 else ''} it: {'; '.join(met)}." if met else "none meets it.")
     )
 
 

@@ -1,5 +1,6 @@
 """Hard-prompt mining for the language model's GRPO: only train tasks, only those the policy does not already solve."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -305,3 +306,22 @@ def test_the_report_names_the_grpo_step_kept_on_validation_and_every_saved_ones_
         f"{m['mean']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}], valid calls "
         f"{100 * (1 - val['invalid_rate']['rate']):.1f}%; step 10: 0.900 [0.800, 1.000]"
     ) in markdown(results)
+
+
+def test_the_warm_start_stage_alone_keeps_the_best_on_validation_and_refuses_a_bad_setting_first(tmp_path):
+    from research import lm_warm
+    from research.lm_learnability import pick_warm_start
+
+    tiny = ["hidden=32", "layers=1", "read_span=8", "sft_seeds=2", "processes=2", "warm_episodes=3"]
+    out = tmp_path / "warm"
+    with pytest.raises(SystemExit):  # a typo is refused before anything is built
+        lm_warm.main(["--out", str(out), "--set", *tiny, "sft_sead=1"])
+    assert not out.exists()
+    report = lm_warm.main(["--out", str(out), "--seed", "6", "--minutes", "0.2", "--set", *tiny, "select_episodes=2"])
+    assert report == json.loads((out / "warm.json").read_text())
+    assert [w["seed"] for w in report["warm_starts"]] == [6, 7]
+    assert all(w["steps"] >= 1 and w["validation"]["episodes"] == 2 for w in report["warm_starts"])
+    # the same choice as the whole experiment makes, and the folder kept is a model the harness loads
+    assert report["kept"] == pick_warm_start(report["warm_starts"])["dir"]
+    assert (Path(report["kept"]) / "config.json").is_file()
+    assert report["command"].startswith("python -m research.lm_warm --out ")

@@ -74,6 +74,13 @@ def test_the_command_keeps_the_episodes_and_a_second_run_only_reads_them(tmp_pat
     assert "at least 30 tasks" in capsys.readouterr().err
 
 
+def target_summary(text: str) -> str:
+    """The report's line over every GRPO run measured against the LM target."""
+    start = "LM target (valid calls ≥ 90% before and after GRPO"
+    (line,) = [line for line in text.splitlines() if line.startswith(start)]
+    return line
+
+
 def test_a_recorded_comparison_is_rendered_in_the_report_from_its_numbers(tmp_path, monkeypatch, capsys):
     from research import lm_paired
     from research.lm_learnability import RESULTS
@@ -94,11 +101,17 @@ def test_a_recorded_comparison_is_rendered_in_the_report_from_its_numbers(tmp_pa
     assert "paired gain +0.500 [+0.500, +0.500], above 0 (30 tasks better, 0 worse, 0 the same)." in text
     # the rule makes no refused call, so only the intervals decide the study's LM target here
     assert "(valid calls ≥ 90% before and after, return intervals apart, after above): met." in text
+    # the line over every run measured counts them all and names this one among those that meet the target
+    recorded = json.loads(results.read_text())
+    runs = 1 + len(recorded.get("replicates", [])) + len(recorded["paired"])
+    assert f"of {runs} GRPO runs measured against it" in text and "Rule, raised" in target_summary(text)
     flat = json.loads(results.read_text())
     flat["paired"] = [entry]
     entry["intervals"] = "overlapping"
     entry["after"]["invalid_rate"]["rate"] = 0.15
     assert "apart, after above): not met (valid calls under 90% after; intervals overlapping)." in markdown(flat)
+    assert f"of {1 + len(flat.get('replicates', [])) + 1} GRPO runs measured against it" in markdown(flat)
+    assert "Rule, raised" not in target_summary(markdown(flat))
     entry["before"]["invalid_rate"] = {"rate": None, "ci95": [0.0, 0.0], "n": 0}  # a model that made no call
     assert "(no calls, missed deadlines" in markdown(flat)
     assert "not met (valid calls under 90% before and after; intervals overlapping)." in markdown(flat)
