@@ -2,13 +2,15 @@
 warm start and by the GRPO checkpoint, each call as a sentence.
 
     python -m research.lm_examples runs/lm --difficulty easy --into research/results/lm_learnability.json
+    python -m research.lm_examples --paired NAME --into research/results/lm_learnability.json
 
-For each checkpoint pair (`<run>/sft`, or the kept `<run>/sft_seed<k>` its results name, and
-`<run>/grpo`) it plays held-out tasks from `--start` greedily (as `training.evaluate --policy hf:<dir>`
-does) and keeps two: the first where the two end differently, and the first where both play the whole
-release, so a reader sees what changed and what did not. The
-sentences are the web board's (`server.web_render.sentence`): what was approved, blocked citing which
-rule, inspected and what it showed, refused and why.
+For each checkpoint pair (`<run>/sft`, or the kept `<run>/sft_seed<k>` its results name, and `<run>/grpo`;
+with `--paired`, the two checkpoints that `research.lm_paired` entry compared, on its level from its first
+task, and the examples are kept on that entry) it plays held-out tasks from `--start` greedily (as
+`training.evaluate --policy hf:<dir>` does) and keeps two: the first where the two end differently, and the
+first where both play the whole release, so a reader sees what changed and what did not. The sentences are
+the web board's (`server.web_render.sentence`): what was approved, blocked citing which rule, inspected and
+what it showed, refused and why.
 """
 
 from __future__ import annotations
@@ -39,44 +41,67 @@ def episode(checkpoint: Path, scenario: dict) -> dict:
     return {"outcome": m["outcome"], "return": round(run["return"], 2), "calls": calls}
 
 
-def examples(run_dir: Path, difficulty: str, start: int = 0, search: int = 40, warm: str = "sft") -> list[dict]:
-    """Two held-out episodes before (warm start, `<run>/<warm>`) and after (GRPO): the first whose outcome or
-    return differs, then the first where both finish the release (or the next task, when none does)."""
+def examples(warm: Path, grpo: Path, difficulty: str, start: int = 0, search: int = 40) -> list[dict]:
+    """Held-out episodes before (the warm start `warm`) and after (the GRPO checkpoint `grpo`): the first task
+    where GRPO ends better (a higher return), the first where it ends worse, and the first where both finish
+    the release alike, so a reader sees a gain, a loss and what stayed; a kind none of the `search` tasks
+    shows is left out."""
     copy_model.register()
-    chosen: list[dict] = []
-    same = None
+    found: dict[str, dict] = {}
     for i in range(start, start + search):
         scenario = task_scenario(SPLIT, i, difficulty)
-        before, after = episode(run_dir / warm, scenario), episode(run_dir / "grpo", scenario)
+        before, after = episode(warm, scenario), episode(grpo, scenario)
         row = {"task": {"split": SPLIT, "index": i, "difficulty": difficulty}, "before": before, "after": after}
-        if (before["outcome"], before["return"]) != (after["outcome"], after["return"]):
-            if not any(c["kind"] == "differ" for c in chosen):
-                chosen.append({**row, "kind": "differ"})
-        elif same is None and before["outcome"] in OUTCOMES:
-            same = {**row, "kind": "same"}
-        if len(chosen) == 1 and same:
+        if after["return"] != before["return"]:
+            kind = "better" if after["return"] > before["return"] else "worse"
+        elif after["outcome"] == before["outcome"] and before["outcome"] in OUTCOMES:
+            kind = "same"
+        else:
+            continue  # the same return, ended another way: neither a gain nor a loss
+        found.setdefault(kind, {**row, "kind": kind})
+        if len(found) == 3:
             break
-    return chosen + ([same] if same else [])
+    return [found[k] for k in ("better", "worse", "same") if k in found]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=Path, help="an lm_learnability --out folder (with grpo/, and sft/ or sft_seed<k>/)")
+    parser.add_argument(
+        "run", type=Path, nargs="?", help="an lm_learnability --out folder (with grpo/, and sft/ or sft_seed<k>/)"
+    )
     parser.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
     parser.add_argument("--start", type=int, default=2000, help="the first held-out task searched")
     parser.add_argument("--search", type=int, default=40)
     parser.add_argument("--into", type=Path, help="add the examples to this lm_learnability results file")
+    parser.add_argument(
+        "--paired", metavar="NAME", help="the lm_paired entry of this name in --into: its two checkpoints, its tasks"
+    )
     args = parser.parse_args(argv)
-    warm = "sft"
-    if args.into:  # warm starts side by side: the kept one's folder, as the results name it
-        kept = f"sft_seed{json.loads(args.into.read_text())['sft']['seed']}"
-        warm = kept if (args.run / kept).exists() else warm
-    if not (args.run / warm).exists():
-        parser.error(f"{args.run / warm} is not a warm start; with sft_seeds > 1 pass --into the run's results")
-    rows = examples(args.run, args.difficulty, args.start, args.search, warm)
+    if (args.run is None) == (args.paired is None):
+        parser.error("give a run folder or --paired NAME, not both")
+    if args.paired:
+        if not args.into:
+            parser.error("--paired needs --into, the results file that holds the entry")
+        entries = {e["name"]: e for e in json.loads(args.into.read_text()).get("paired", [])}
+        if args.paired not in entries:
+            parser.error(f"--paired {args.paired!r}: no such entry in {args.into}; one of: {', '.join(entries)}")
+        entry = entries[args.paired]
+        warm, grpo = map(Path, entry["checkpoints"])
+        difficulty, start = entry["tasks_played"]["difficulty"], entry["tasks_played"]["start"]
+    else:
+        warm, grpo, difficulty, start = args.run / "sft", args.run / "grpo", args.difficulty, args.start
+        if args.into:  # warm starts side by side: the kept one's folder, as the results name it
+            kept = args.run / f"sft_seed{json.loads(args.into.read_text())['sft']['seed']}"
+            warm = kept if kept.exists() else warm
+    if not warm.exists():
+        parser.error(f"{warm} is not a warm start; with sft_seeds > 1 pass --into the run's results")
+    rows = examples(warm, grpo, difficulty, start, args.search)
     if args.into:
         data = json.loads(args.into.read_text())
-        data["examples"] = rows
+        if args.paired:
+            next(e for e in data["paired"] if e["name"] == args.paired)["examples"] = rows
+        else:
+            data["examples"] = rows
         args.into.write_text(json.dumps(data, indent=1))
     print("\n".join(examples_markdown(rows)))
 

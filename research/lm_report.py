@@ -160,6 +160,14 @@ def _paired(results: dict) -> list[str]:
             + f" ({n['better']} tasks better, {n['worse']} worse, {n['same']} the same). "
             + _lm_target(before, after, r["intervals"]),
         ]
+        if r.get("examples"):
+            lines += [
+                "",
+                f"Its before and after, greedy (`python -m research.lm_examples --paired '{r['name']}' --into "
+                "research/results/lm_learnability.json`):",
+                "",
+                *examples_markdown(r["examples"]),
+            ]
     return lines
 
 
@@ -392,7 +400,12 @@ def examples_markdown(rows: list[dict]) -> list[str]:
     out = []
     for r in rows:
         t = r["task"]
-        what = "the first where they end differently" if r["kind"] == "differ" else "the first both play through"
+        what = {
+            "differ": "the first where they end differently",
+            "better": "the first where GRPO ends better",
+            "worse": "the first where GRPO ends worse",
+            "same": "the first both play through",
+        }[r["kind"]]
         out += [f"**{t['split']} task {t['index']} ({t['difficulty']}), {what}**", ""]
         for label in ("before", "after"):
             e = r[label]
