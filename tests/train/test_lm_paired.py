@@ -112,6 +112,19 @@ def test_a_recorded_comparison_is_rendered_in_the_report_from_its_numbers(tmp_pa
     assert "apart, after above): not met (valid calls under 90% after; intervals overlapping)." in markdown(flat)
     assert f"of {1 + len(flat.get('replicates', [])) + 1} GRPO runs measured against it" in markdown(flat)
     assert "Rule, raised" not in target_summary(markdown(flat))
+    # a pass by a hair among many tries: apart at 95%, overlapping once widened for the number of tries
+    hair = {**entry, "name": "By a hair", "intervals": "after above"}
+    hair["before"] = {**entry["before"], "mean_return": {"mean": 0.5, "ci95": [0.4, 0.6]}}
+    hair["after"] = {**entry["after"], "mean_return": {"mean": 0.71, "ci95": [0.61, 0.81]}}
+    hair["before"]["invalid_rate"] = hair["after"]["invalid_rate"] = {"rate": 0.05, "ci95": [0.04, 0.06], "n": 500}
+    flat["paired"] = [hair]
+    tries = 1 + len(flat.get("replicates", [])) + 1
+    assert "By a hair (with" in target_summary(markdown(flat))
+    assert f"intervals for the {tries} tries, before up to 0." in target_summary(markdown(flat))
+    assert target_summary(markdown(flat)).endswith(": overlapping).")
+    hair["after"]["mean_return"] = {"mean": 0.9, "ci95": [0.8, 1.0]}
+    assert target_summary(markdown(flat)).endswith(": still apart).")
+    flat["paired"] = [entry]
     entry["before"]["invalid_rate"] = {"rate": None, "ci95": [0.0, 0.0], "n": 0}  # a model that made no call
     assert "(no calls, missed deadlines" in markdown(flat)
     assert "not met (valid calls under 90% before and after; intervals overlapping)." in markdown(flat)
