@@ -372,7 +372,7 @@ def run(
         "sft": {
             "steps": warm["steps"],
             "loss_first": round(losses[0], 4),
-            "loss_last": _tail_loss(losses),
+            "loss_last": tail_loss(losses),
             "seed": warm["seed"],
         },
         **(
@@ -381,7 +381,7 @@ def run(
                     {
                         "seed": w["seed"],
                         "steps": w["steps"],
-                        "loss_last": _tail_loss(w["losses"]),
+                        "loss_last": tail_loss(w["losses"]),
                         "validation": w["validation"],
                     }
                     for w in warms
@@ -529,7 +529,8 @@ def pick_grpo_step(selection: list[dict]) -> int:
     return max(selection, key=lambda s: (s["validation"]["mean_return"]["mean"], -s["step"]))["step"]
 
 
-def _tail_loss(losses: list[float]) -> float:
+def tail_loss(losses: list[float]) -> float:
+    """A warm start's final loss: the mean over its last 50 steps (one step's loss is noisy)."""
     return round(sum(losses[-50:]) / len(losses[-50:]), 4)
 
 

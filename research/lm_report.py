@@ -5,6 +5,7 @@ Rendering only: it reads the results dict `research.lm_learnability.run` writes.
 
 from __future__ import annotations
 
+import shlex
 from statistics import NormalDist
 
 
@@ -165,8 +166,8 @@ def _paired(results: dict) -> list[str]:
         if r.get("examples"):
             lines += [
                 "",
-                f"Its before and after, greedy (`python -m research.lm_examples --paired '{r['name']}' --into "
-                "research/results/lm_learnability.json`):",
+                f"Its before and after, greedy (`python -m research.lm_examples --paired {shlex.quote(r['name'])} "
+                "--into research/results/lm_learnability.json`):",
                 "",
                 *examples_markdown(r["examples"]),
             ]
@@ -196,8 +197,8 @@ def _lm_target_misses(before: dict, after: dict, relative: str) -> list[str]:
 
 
 def _lm_target_summary(results: dict) -> str:
-    """One line over every GRPO run measured against the LM target (the published run, its replicates, the
-    paired runs), naming those that meet it: a reader sees how many tries a run that passed is among."""
+    """One line over the GRPO runs checked against the LM target (the published run, its replicates, the paired
+    runs), naming those that meet it, each with its intervals widened for every GRPO try the study made."""
     published = results["eval"]["warm start (SFT)"], results["eval"]["SFT + GRPO"]
     runs = [("the run above", *published, intervals(*published))]
     for r in results.get("replicates", []):
@@ -205,24 +206,31 @@ def _lm_target_summary(results: dict) -> str:
         runs.append((f"the seed-{r['seed']} replicate", before, after, intervals(before, after)))
     runs += [(r["name"], r["before"], r["after"], r["intervals"]) for r in results.get("paired", [])]
     met = [(name, b, a) for name, b, a, relative in runs if not _lm_target_misses(b, a, relative)]
-    # A pass among many tries could be luck: widen each passing run's intervals for the number of tries
-    # (Bonferroni: each at 1 - 0.05 / tries) and say whether they are still apart.
-    z = NormalDist().inv_cdf(1 - 0.05 / (2 * len(runs)))
+    # A pass among many tries could be luck. Widen each passing run's intervals (Bonferroni, each at
+    # 1 - 0.05 / tries) for an overcount of the tries: these runs plus every GRPO row of the variants table,
+    # though some rows are these runs and some were played on validation tasks or with an earlier prompt.
+    tries = len(runs) + sum("GRPO" in v["name"] for v in results.get("variants", []))
+    scale = NormalDist().inv_cdf(1 - 0.05 / (2 * tries)) / NormalDist().inv_cdf(0.975)
     widened = []
     for name, b, a in met:
         # each stored interval is a normal approximation: its centre and half-width give the mean and its error
         (b_lo, b_hi), (a_lo, a_hi) = b["mean_return"]["ci95"], a["mean_return"]["ci95"]
-        scale = z / NormalDist().inv_cdf(0.975)
         top = (b_lo + b_hi) / 2 + (b_hi - b_lo) / 2 * scale
         bottom = (a_lo + a_hi) / 2 - (a_hi - a_lo) / 2 * scale
         widened.append(
-            f"{name} (with {100 * (1 - 0.05 / len(runs)):.2f}% intervals for the {len(runs)} tries, before up to "
-            f"{top:.3f}, after from {bottom:.3f}: " + ("still apart)" if bottom > top else "overlapping)")
+            f"{name} (widened for {tries} tries, {100 * (1 - 0.05 / tries):.2f}% intervals: before up to "
+            f"{top:.3f}, after from {bottom:.3f}, " + ("still apart)" if bottom > top else "overlapping)")
         )
     return (
-        f"LM target (valid calls ≥ 90% before and after GRPO, return intervals apart on held-out tasks): of "
-        f"{len(runs)} GRPO runs measured against it (the run above, its replicates and the paired runs below), "
+        f"LM target (valid calls ≥ 90% before and after GRPO, return intervals apart on held-out tasks): of the "
+        f"{len(runs)} GRPO runs checked against it (the run above, its replicates and the paired runs below), "
         + (f"{len(met)} meet{'s' if len(met) == 1 else ''} it: {'; '.join(widened)}." if met else "none meets it.")
+        + (
+            f" The tries counted are these runs and every GRPO row of the variants table ({tries}), an "
+            "overcount: some rows are these runs, some were played on validation tasks or with an earlier prompt."
+            if met
+            else ""
+        )
     )
 
 
@@ -420,7 +428,7 @@ def examples_markdown(rows: list[dict]) -> list[str]:
             "differ": "the first where they end differently",
             "better": "the first where GRPO ends better",
             "worse": "the first where GRPO ends worse",
-            "same": "the first both play through",
+            "same": "the first where both end alike",
         }[r["kind"]]
         out += [f"**{t['split']} task {t['index']} ({t['difficulty']}), {what}**", ""]
         for label in ("before", "after"):

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from .lm_learnability import DIFFICULTIES, DIFFICULTY, add_settings_arguments, parsed_settings, warm_stage
+from .lm_learnability import DIFFICULTIES, DIFFICULTY, add_settings_arguments, parsed_settings, tail_loss, warm_stage
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "seed": w["seed"],
                 "dir": w["dir"],
                 "steps": w["steps"],
-                "loss_last": w["losses"][-1] if w["losses"] else None,
+                "loss_last": tail_loss(w["losses"]),
             }
             | ({"validation": w["validation"]} if "validation" in w else {})
             for w in warms
