@@ -375,21 +375,7 @@ def run(
             "loss_last": tail_loss(losses),
             "seed": warm["seed"],
         },
-        **(
-            {
-                "warm_starts": [
-                    {
-                        "seed": w["seed"],
-                        "steps": w["steps"],
-                        "loss_last": tail_loss(w["losses"]),
-                        "validation": w["validation"],
-                    }
-                    for w in warms
-                ]
-            }
-            if len(warms) > 1
-            else {}
-        ),
+        **({"warm_starts": [warm_start_summary(w) for w in warms]} if len(warms) > 1 else {}),
         "grpo": {
             "steps": len(rewards),
             "rewards": rewards,
@@ -527,6 +513,13 @@ def grpo_checkpoints(grpo_dir: Path, steps: int) -> list[tuple[int, Path]]:
 def pick_grpo_step(selection: list[dict]) -> int:
     """The GRPO step whose model has the best mean validation return (the earliest on a tie)."""
     return max(selection, key=lambda s: (s["validation"]["mean_return"]["mean"], -s["step"]))["step"]
+
+
+def warm_start_summary(warm: dict) -> dict:
+    """What the results keep of one warm start: its seed, steps, final loss and (when chosen among several)
+    its validation summary."""
+    row = {"seed": warm["seed"], "steps": warm["steps"], "loss_last": tail_loss(warm["losses"])}
+    return row | ({"validation": warm["validation"]} if "validation" in warm else {})
 
 
 def tail_loss(losses: list[float]) -> float:

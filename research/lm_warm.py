@@ -18,7 +18,14 @@ import json
 import sys
 from pathlib import Path
 
-from .lm_learnability import DIFFICULTIES, DIFFICULTY, add_settings_arguments, parsed_settings, tail_loss, warm_stage
+from .lm_learnability import (
+    DIFFICULTIES,
+    DIFFICULTY,
+    add_settings_arguments,
+    parsed_settings,
+    warm_stage,
+    warm_start_summary,
+)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -43,16 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "command": "python -m research.lm_warm " + " ".join(sys.argv[1:] if argv is None else argv),
         "conversations": episodes,
-        "warm_starts": [
-            {
-                "seed": w["seed"],
-                "dir": w["dir"],
-                "steps": w["steps"],
-                "loss_last": tail_loss(w["losses"]),
-            }
-            | ({"validation": w["validation"]} if "validation" in w else {})
-            for w in warms
-        ],
+        "warm_starts": [{"dir": w["dir"], **warm_start_summary(w)} for w in warms],
         "kept": kept["dir"],
     }
     (args.out / "warm.json").write_text(json.dumps(report, indent=1))
