@@ -32,8 +32,7 @@ pytestmark = pytest.mark.timeout(120)
 
 SESSIONS = 20  # WEB_MAX_SESSIONS on this server
 UPLOAD_TTL_S = 6  # WEB_UPLOAD_TTL_S on this server
-OTHER_WATCH_S = 3.0  # the bound on another visitor's Watch while one floods
-WS_ROUND_TRIP_S = 0.25  # the bound on a /ws step's round trip while Watch jobs run
+WS_ROUND_TRIP_S = 0.5  # the bound on a /ws step's round trip while Watch jobs run (the stall it guards against: 1.7 s)
 PRESETS = load_presets()
 SEED_A = next(iter(PRESETS))
 
@@ -163,12 +162,17 @@ def test_a_visitor_gets_one_watch_job_and_others_are_not_stalled(board):
     assert "still going" in next(r for r in same if r.status_code == 429).json()["detail"]
     codes = [r.status_code for r in many]
     assert 1 <= codes.count(200) <= limits.WEB_HEAVY_PER_CLIENT and 429 in codes, codes
-    # Another visitor's Watch completes within the bound while the first one's jobs are queued.
+    # Another visitor's Watch waits at most for the flooder's admitted jobs, not for all it sent. The bound
+    # is in units of a Watch alone (the machine's speed cancels out): the admitted jobs, its own, and one
+    # more for the noise of two threads sharing one interpreter. Unbounded, 150 queued jobs took 88 units.
+    admitted = sum(r.status_code == 200 for r in same + many)
+    assert admitted <= limits.WEB_HEAVY_PER_CLIENT, admitted
     started = time.monotonic()
     other = board.call(fn, watch_values(), session(), "10.0.0.3")
     other_s = time.monotonic() - started
-    print(f"Watch alone {alone_s:.2f} s; another visitor's under the flood {other_s:.2f} s")
-    assert other["success"] and other_s < OTHER_WATCH_S, other_s
+    bound_s = (admitted + 2) * alone_s
+    print(f"Watch alone {alone_s:.2f} s; another visitor's behind {admitted} jobs {other_s:.2f} s (bound {bound_s:.2f} s)")
+    assert other["success"] and other_s < bound_s, (other_s, bound_s)
 
 
 def test_a_ws_session_stays_responsive_while_watch_jobs_run(base, board):
